@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Exit codes shared by every command; shims and launch document their own.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// exitError carries an exit code to main. A nil err exits silently.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// withCode wraps err so main exits with code.
+func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// app holds what every command needs: streams, environment and the state
+// directory. Commands get it through their constructor; there are no globals.
+type app struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+
+	// home is set from --home, $AILERON_HOME or ~/.aileron before any RunE.
+	home    string
+	verbose bool
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *app {
+	return &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+}
+
+// resolveHome picks the state directory: flag, then $AILERON_HOME, then ~/.aileron.
+func (a *app) resolveHome(flag string) error {
+	switch {
+	case flag != "":
+		a.home = flag
+	case a.getenv("AILERON_HOME") != "":
+		a.home = a.getenv("AILERON_HOME")
+	default:
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return fmt.Errorf("finding the home directory: %w (set AILERON_HOME or pass --home)", err)
+		}
+		a.home = filepath.Join(h, ".aileron")
+	}
+	abs, err := filepath.Abs(a.home)
+	if err != nil {
+		return fmt.Errorf("resolving --home %q: %w", a.home, err)
+	}
+	a.home = abs
+	return nil
+}
+
+// consoleLogger is the human-readable logger for CLI commands (stderr).
+func (a *app) consoleLogger() *zap.Logger {
+	level := zapcore.InfoLevel
+	if a.verbose {
+		level = zapcore.DebugLevel
+	}
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.TimeKey = ""
+	enc.CallerKey = ""
+	enc.StacktraceKey = ""
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(a.stderr), level)
+	return zap.New(core)
+}
+
+// jsonLogger is the structured logger for serve (stderr).
+func (a *app) jsonLogger() *zap.Logger {
+	level := zapcore.InfoLevel
+	if a.verbose {
+		level = zapcore.DebugLevel
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey = "time"
+	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(a.stderr), level)
+	return zap.New(core)
+}
+
+func newRootCmd(a *app) *cobra.Command {
+	var home string
+	root := &cobra.Command{
+		Use:           "aileron-proxy",
+		Short:         "Mediate an AI agent's API calls from a sandbox",
+		Long:          "aileron-proxy is the host-side data plane for AI-agent sandboxes: it installs connector specs, serves a MITM forward proxy that injects credentials and enforces each session's operations, hosts the control API, renders shims and launches sandboxes.\n\nAll state lives in $AILERON_HOME (default ~/.aileron); --home overrides it.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.resolveHome(home)
+		},
+	}
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.PersistentFlags().StringVar(&home, "home", "", "state directory (default $AILERON_HOME or ~/.aileron)")
+	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "log debug detail to stderr")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
+
+	// Each area registers its command here, one line each.
+	root.AddCommand(
+	// commands: keep one line per area, sorted
+	)
+	return root
+}
+
+// usageError marks err as a usage error (exit 2).
+func usageError(err error) error { return withCode(exitUsage, err) }
