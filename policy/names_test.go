@@ -1,0 +1,176 @@
+package policy
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseFQN(t *testing.T) {
+	valid := []struct {
+		in   string
+		want FQN
+		str  string
+	}{
+		{"github://acme/aileron-connector-google", FQN{Scheme: "github", Owner: "acme", Repo: "aileron-connector-google"}, "github://acme/aileron-connector-google"},
+		{"GitLab://Group/Project.v2/sub/dir", FQN{Scheme: "gitlab", Owner: "Group", Repo: "Project.v2", Subpath: []string{"sub", "dir"}}, "gitlab://Group/Project.v2/sub/dir"},
+		{"hub://a_b/c-d", FQN{Scheme: "hub", Owner: "a_b", Repo: "c-d"}, "hub://a_b/c-d"},
+		{"local://aileron/demo", FQN{Scheme: "local", Owner: "aileron", Repo: "demo"}, "local://aileron/demo"},
+	}
+	for _, tc := range valid {
+		got, err := ParseFQN(tc.in)
+		if err != nil {
+			t.Errorf("ParseFQN(%q) error: %v", tc.in, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) || got.String() != tc.str {
+			t.Errorf("ParseFQN(%q) = %#v (%q), want %#v (%q)", tc.in, got, got.String(), tc.want, tc.str)
+		}
+	}
+	invalid := []struct{ in, msg string }{
+		{"", "must not be empty"},
+		{"acme/repo", `"acme/repo" must be <scheme>://<owner>/<repo>`},
+		{"https://acme/repo", `scheme "https" is not supported`},
+		{"github://acme/repo@1.2.3", `remove "@1.2.3" and set connector.version to "1.2.3"`},
+		{"ftp://acme/repo@1", `scheme "ftp" is not supported; use github, gitlab, hub or local (e.g. "github://acme/repo"); "ftp://acme/repo@1" must not carry a version`},
+		{"github://acme", "must name an owner and a repository"},
+		{"github://acme/", "must name an owner and a repository"},
+		{"github://acme/repo//x", "has an empty subpath segment"},
+		{"github://acme/./x", `repository "." is not allowed`},
+		{"github://ac%me/repo", `owner "ac%me" may only contain`},
+		{"github://acme/repo#x", "must not contain a query or fragment"},
+		{" github://acme/repo", "must not contain whitespace"},
+	}
+	for _, tc := range invalid {
+		_, err := ParseFQN(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("ParseFQN(%q) error = %v, want it to contain %q", tc.in, err, tc.msg)
+		}
+	}
+}
+
+func TestParseHostPort(t *testing.T) {
+	valid := []struct {
+		in   string
+		host string
+		port int
+		norm string
+	}{
+		{"api.example.com", "api.example.com", 0, "api.example.com:443"},
+		{"API.Example.COM:8443", "api.example.com", 8443, "api.example.com:8443"},
+		{"api.example.com.", "api.example.com", 0, "api.example.com:443"},
+		{"localhost:1", "localhost", 1, "localhost:1"},
+		{"127.0.0.1", "127.0.0.1", 0, "127.0.0.1:443"},
+		{"[::1]:8443", "::1", 8443, "[::1]:8443"},
+		{"[2001:DB8:0:0::1]", "2001:db8::1", 0, "[2001:db8::1]:443"},
+		{"[::ffff:1.2.3.4]:80", "::ffff:1.2.3.4", 80, "[::ffff:1.2.3.4]:80"},
+		{"xn--bcher-kva.example:65535", "xn--bcher-kva.example", 65535, "xn--bcher-kva.example:65535"},
+		{"a-b.c0", "a-b.c0", 0, "a-b.c0:443"},
+	}
+	for _, tc := range valid {
+		host, port, err := ParseHostPort(tc.in)
+		if err != nil || host != tc.host || port != tc.port {
+			t.Errorf("ParseHostPort(%q) = %q, %d, %v; want %q, %d, nil", tc.in, host, port, err, tc.host, tc.port)
+		}
+		if got := NormalizeHost(tc.in); got != tc.norm {
+			t.Errorf("NormalizeHost(%q) = %q, want %q", tc.in, got, tc.norm)
+		}
+		if got := NormalizeHost(NormalizeHost(tc.in)); got != tc.norm {
+			t.Errorf("NormalizeHost(NormalizeHost(%q)) = %q, want %q", tc.in, got, tc.norm)
+		}
+	}
+	invalid := []struct{ in, msg string }{
+		{"", "must not be empty"},
+		{"https://api.example.com", "must be host[:port] without a scheme or path"},
+		{"api.example.com/x", "must be host[:port] without a scheme or path"},
+		{"u@api.example.com", `must not contain userinfo ("u@")`},
+		{"api.example.com?", "must not contain a query"},
+		{"api.example.com#", "must not contain a fragment"},
+		{"api example.com", "must not contain whitespace"},
+		{"api.example.com\x00", "must not contain whitespace or control characters"},
+		{"api.example.com:", "has an empty port"},
+		{"api.example.com:65536", "port 65536 is out of range"},
+		{"api.example.com:+1", `port "+1" must be a decimal number`},
+		{"api.example.com:123456", `port "123456" must be a decimal number`},
+		{"a:1:2", "IPv6 literals must be in brackets"},
+		{"::1", "IPv6 literals must be in brackets"},
+		{"[::1", `unclosed "["`},
+		{"[::1]]", `has "]" after the IPv6 literal`},
+		{"[fe80::1%eth0]", "zones are not allowed"},
+		{"*.example.com", "wildcards are not supported"},
+		{"\u212aelvin.example", "must be ASCII"},
+		{".example.com", "has an empty label"},
+		{"-a.example.com", "must not start or end with '-'"},
+		{"a_b.example.com", "may only contain letters, digits and '-'"},
+		{"1.2.3.256", "is neither a valid IPv4 address nor a DNS name"},
+		{"example.123", "is neither a valid IPv4 address nor a DNS name"},
+		{":443", "has an empty host"},
+	}
+	for _, tc := range invalid {
+		_, _, err := ParseHostPort(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("ParseHostPort(%q) error = %v, want it to contain %q", tc.in, err, tc.msg)
+		}
+		if got := NormalizeHost(tc.in); got != "" {
+			t.Errorf("NormalizeHost(%q) = %q, want \"\" for an invalid host", tc.in, got)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		valid bool
+	}{
+		{"gmail.messages.search", true}, {"repo:read", true}, {"A-b_c.1", true}, {strings.Repeat("x", 128), true},
+		{"", false}, {"a b", false}, {"a/b", false}, {"é", false}, {strings.Repeat("x", 129), false}, {"a@b", false},
+	} {
+		if got := IsValidName(tc.name); got != tc.valid {
+			t.Errorf("IsValidName(%q) = %v, want %v", tc.name, got, tc.valid)
+		}
+	}
+	for _, tc := range []struct {
+		cmd  string
+		safe bool
+	}{
+		{"gh-api", true}, {"google", true}, {"0x", true}, {"a.b_c-d", true},
+		{"", false}, {".", false}, {"..", false}, {"-rf", false}, {".hidden", false}, {"_x", false},
+		{"a:b", false}, {"Gh", false}, {"a/b", false}, {"a b", false}, {strings.Repeat("a", 129), false},
+	} {
+		if got := IsSafeCommandName(tc.cmd); got != tc.safe {
+			t.Errorf("IsSafeCommandName(%q) = %v, want %v", tc.cmd, got, tc.safe)
+		}
+	}
+	if got := ToolCommand("GH-Api"); got != "gh-api" {
+		t.Errorf("ToolCommand(%q) = %q, want %q", "GH-Api", got, "gh-api")
+	}
+}
+
+func TestVersions(t *testing.T) {
+	for _, tc := range []struct {
+		v     string
+		valid bool
+	}{
+		{"1.2.3", true}, {"0.0.0", true}, {"1.0.0-alpha", true}, {"1.0.0-alpha.1", true}, {"1.0.0-0.3.7", true},
+		{"1.0.0-x.7.z.92", true}, {"1.0.0+20130313144700", true}, {"1.0.0-beta+exp.sha.5114f85", true}, {"1.0.0+001", true},
+		{"", false}, {"1", false}, {"1.2", false}, {"v1.2.3", false}, {"01.2.3", false}, {"1.02.3", false},
+		{"1.2.3-", false}, {"1.2.3-01", false}, {"1.2.3+", false}, {"1.2.3-a..b", false}, {"1.2.3.4", false},
+		{"1.2.3-a_b", false}, {"1.2.x", false}, {" 1.2.3", false},
+	} {
+		if got := IsValidVersion(tc.v); got != tc.valid {
+			t.Errorf("IsValidVersion(%q) = %v, want %v", tc.v, got, tc.valid)
+		}
+	}
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"", "0.0.1", -1}, {"0.0.1", "", 1},
+		{"1.2.3", "1.10.0", -1}, {"2.0.0", "1.99.99", 1}, {"1.0.0-rc.1", "1.0.0", -1},
+		{"1.0.0-alpha", "1.0.0-alpha.1", -1}, {"1.0.0-2", "1.0.0-10", -1}, {"1.0.0+a", "1.0.0+b", 0},
+	} {
+		if got := compareVersions(tc.a, tc.b); got != tc.want {
+			t.Errorf("compareVersions(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,406 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+)
+
+// Scope is the set of connectors a session may use, named by FQN. Only the
+// operations of connectors in the scope count for Decide, Hosts, Intercepts
+// and Lookup.
+//
+// The zero Scope allows nothing. A Scope is immutable once built and safe to
+// share between goroutines.
+type Scope struct {
+	// fqns is never mutated after NewScope; nil means the empty scope.
+	fqns map[string]struct{}
+}
+
+// NewScope returns the scope holding the given connector FQNs. FQNs are
+// compared exactly (they are normalized by ParseSpec); empty strings and
+// duplicates are ignored. An empty list gives the zero Scope, which allows
+// nothing.
+func NewScope(fqns []string) Scope {
+	set := make(map[string]struct{}, len(fqns))
+	for _, f := range fqns {
+		if f != "" {
+			set[f] = struct{}{}
+		}
+	}
+	if len(set) == 0 {
+		return Scope{}
+	}
+	return Scope{fqns: set}
+}
+
+// FQNs returns the connector FQNs in the scope, sorted; nil for the zero Scope.
+func (sc Scope) FQNs() []string {
+	if len(sc.fqns) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(sc.fqns))
+	for f := range sc.fqns {
+		out = append(out, f)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// has reports whether the connector fqn is in the scope.
+func (sc Scope) has(fqn string) bool {
+	_, ok := sc.fqns[fqn]
+	return ok
+}
+
+// isEmpty reports whether the scope allows nothing.
+func (sc Scope) isEmpty() bool { return len(sc.fqns) == 0 }
+
+// Lookup returns the operation op of tool in the connector fqn, which must be
+// in sc. The Match has no PathParams. The error wraps ErrUnknownConnector,
+// ErrUnknownTool or ErrUnknownOperation and lists what is available instead.
+// The operation may not be proxyable (see Operation.IsProxyable).
+func (s *Snapshot) Lookup(sc Scope, fqn, tool, op string) (*Match, error) {
+	var i int
+	ok := false
+	if s != nil && sc.has(fqn) {
+		i, ok = s.byFQN[fqn]
+	}
+	if !ok {
+		var avail []string
+		for _, f := range sc.FQNs() {
+			if _, installed := s.Connector(f); installed {
+				avail = append(avail, f)
+			}
+		}
+		why := "it is not in this session"
+		if _, installed := s.Connector(fqn); !installed {
+			why = "it is not installed"
+		}
+		list := "this session has no connectors"
+		if len(avail) > 0 {
+			list = "this session's connectors are " + strings.Join(avail, ", ")
+		}
+		return nil, fmt.Errorf("looking up operation %q of tool %q in connector %q: %w: %s; %s", tool, op, fqn, ErrUnknownConnector, why, list)
+	}
+	c := s.conns[i]
+	var names []string
+	for ti := range c.Spec.Tools {
+		t := &c.Spec.Tools[ti]
+		if t.Name != tool {
+			names = append(names, t.Name)
+			continue
+		}
+		var ops []string
+		for oi := range t.Operations {
+			if t.Operations[oi].Name == op {
+				return &Match{ConnectorFQN: fqn, ConnectorHash: c.Hash, Tool: tool, Operation: &t.Operations[oi]}, nil
+			}
+			ops = append(ops, t.Operations[oi].Name)
+		}
+		sort.Strings(ops)
+		return nil, fmt.Errorf("looking up operation %q of tool %q in connector %q: %w %q: tool %s offers %s", tool, op, fqn, ErrUnknownOperation, op, tool, strings.Join(ops, ", "))
+	}
+	sort.Strings(names)
+	return nil, fmt.Errorf("looking up operation %q of tool %q in connector %q: %w %q: the connector's tools are %s", tool, op, fqn, ErrUnknownTool, tool, strings.Join(names, ", "))
+}
+
+// Request canonicalization: what a request's host and path must look like
+// before Decide compares them with a scope's operations. The hot path does
+// not allocate for canonical input.
+
+// Problems inspectPath reports, phrased to follow "was refused before
+// matching: ".
+const (
+	pathNoSlash       = `it does not start with "/"`
+	pathEmptySegment  = `it has an empty segment ("//")`
+	pathDotSegment    = `it has a "." or ".." segment (also refused percent-encoded, e.g. %2e%2e)`
+	pathEncodedSlash  = "it has an encoded slash (%2F)"
+	pathEncodedBSlash = "it has an encoded backslash (%5C)"
+	pathBackslash     = "it has a backslash"
+	pathControl       = "it has a control byte (raw or percent-encoded)"
+	pathBadEscape     = "it has invalid percent-encoding (% must be followed by two hex digits)"
+	pathDoubleEscape  = "it has double percent-encoding (%25 followed by two hex digits)"
+	pathUnencoded     = "it has a byte that must be percent-encoded"
+	pathTemplate      = "a {name} template must be a whole segment with a non-empty name"
+)
+
+// inspectPath checks that p, a raw escaped request path, is canonical, and
+// returns its number of segments ("/" has one, "/a/" two) or the problem.
+func inspectPath(p string) (nseg int, problem string) {
+	if p == "" || p[0] != '/' {
+		return 0, pathNoSlash
+	}
+	rest := p[1:]
+	for {
+		j := strings.IndexByte(rest, '/')
+		seg := rest
+		if j >= 0 {
+			seg = rest[:j]
+		}
+		nseg++
+		if seg == "" && j >= 0 {
+			return 0, pathEmptySegment
+		}
+		if problem := checkSegment(seg, true); problem != "" {
+			return 0, problem
+		}
+		if j < 0 {
+			return nseg, ""
+		}
+		rest = rest[j+1:]
+	}
+}
+
+// checkSegment reports what makes one raw path segment non-canonical, or "".
+// strict (requests) also refuses bytes that URL.EscapedPath always escapes;
+// spec literals may hold them unescaped.
+func checkSegment(seg string, strict bool) string {
+	dots, onlyDots, params := 0, true, true
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		switch {
+		case c == '%':
+			if i+2 >= len(seg) || unhexVal(seg[i+1]) < 0 || unhexVal(seg[i+2]) < 0 {
+				return pathBadEscape
+			}
+			c = byte(unhexVal(seg[i+1])<<4 | unhexVal(seg[i+2]))
+			i += 2
+			switch {
+			case c == '/':
+				return pathEncodedSlash
+			case c == '\\':
+				return pathEncodedBSlash
+			case c < 0x20 || c == 0x7f:
+				return pathControl
+			case c == '%' && i+2 < len(seg) && unhexVal(seg[i+1]) >= 0 && unhexVal(seg[i+2]) >= 0:
+				return pathDoubleEscape
+			}
+		case c == '\\':
+			return pathBackslash
+		case c < 0x20 || c == 0x7f:
+			return pathControl
+		case c == ' ' || c >= 0x80 || c == '?' || c == '#' || c == '{' || c == '}':
+			return pathUnencoded
+		case strict && !isPathByte(c):
+			return pathUnencoded
+		}
+		// Dot segments, also with a ";param" suffix that some servers strip.
+		if params {
+			switch c {
+			case ';':
+				params = false
+			case '.':
+				dots++
+			default:
+				onlyDots = false
+			}
+		}
+	}
+	if onlyDots && dots > 0 {
+		return pathDotSegment
+	}
+	return ""
+}
+
+// isPathByte reports whether URL.EscapedPath may leave c unescaped in a path.
+func isPathByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '-', '.', '_', '~', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', ':', '@', '[', ']', '%':
+		return true
+	}
+	return false
+}
+
+func unhexVal(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// decodeAppend appends the percent-decoding of s, which checkSegment accepted.
+func decodeAppend(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '%' {
+			c = byte(unhexVal(s[i+1])<<4 | unhexVal(s[i+2]))
+			i += 2
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+func decodeSegment(s string) string {
+	if strings.IndexByte(s, '%') < 0 {
+		return s
+	}
+	return string(decodeAppend(make([]byte, 0, len(s)), s))
+}
+
+// segmentEqual reports whether the raw segment decodes to lit, without
+// allocating.
+func segmentEqual(raw, lit string) bool {
+	if strings.IndexByte(raw, '%') < 0 {
+		return raw == lit
+	}
+	j := 0
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c == '%' {
+			c = byte(unhexVal(raw[i+1])<<4 | unhexVal(raw[i+2]))
+			i += 2
+		}
+		if j >= len(lit) || lit[j] != c {
+			return false
+		}
+		j++
+	}
+	return j == len(lit)
+}
+
+// compilePath splits a spec path into literal and {name} segments under the
+// same canonical rules as requests.
+func compilePath(p string) ([]pathSeg, int, error) {
+	if p == "" || p[0] != '/' {
+		return nil, 0, fmt.Errorf("%q: %s", p, pathNoSlash)
+	}
+	raw := strings.Split(p[1:], "/")
+	segs := make([]pathSeg, 0, len(raw))
+	params := 0
+	for i, r := range raw {
+		if len(r) >= 2 && r[0] == '{' && r[len(r)-1] == '}' {
+			name := r[1 : len(r)-1]
+			if name == "" || strings.ContainsAny(name, "{}") {
+				return nil, 0, fmt.Errorf("%q: %s", p, pathTemplate)
+			}
+			segs = append(segs, pathSeg{param: name, isParam: true})
+			params++
+			continue
+		}
+		if r == "" && i < len(raw)-1 {
+			return nil, 0, fmt.Errorf("%q: %s", p, pathEmptySegment)
+		}
+		if strings.ContainsAny(r, "{}") {
+			return nil, 0, fmt.Errorf("%q: %s", p, pathTemplate)
+		}
+		if problem := checkSegment(r, false); problem != "" {
+			return nil, 0, fmt.Errorf("%q: %s", p, problem)
+		}
+		segs = append(segs, pathSeg{lit: decodeSegment(r)})
+	}
+	return segs, params, nil
+}
+
+// exactKey is the decoded path of an all-literal template, the form Decide
+// looks up.
+func exactKey(segs []pathSeg) string {
+	var b strings.Builder
+	for _, s := range segs {
+		b.WriteByte('/')
+		b.WriteString(s.lit)
+	}
+	return b.String()
+}
+
+// canonicalHostPort normalizes host[:port]: lower case, no trailing dot,
+// port 443 when absent, IPv6 literals bracketed and in canonical form. It
+// reports false for anything else (schemes, paths, userinfo, zones, bad
+// ports). An already canonical input is returned as is, without allocating.
+func canonicalHostPort(s string) (string, bool) {
+	if s == "" || len(s) > 300 {
+		return "", false
+	}
+	var host, rest string
+	ipv6 := false
+	switch {
+	case s[0] == '[':
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return "", false
+		}
+		host, rest, ipv6 = s[1:end], s[end+1:], true
+	case strings.IndexByte(s, ':') != strings.LastIndexByte(s, ':'):
+		host, ipv6 = s, true
+	default:
+		host = s
+		if i := strings.LastIndexByte(s, ':'); i >= 0 {
+			host, rest = s[:i], s[i:]
+		}
+	}
+	port := "443"
+	if rest != "" {
+		port = rest[1:]
+		if rest[0] != ':' || !isCanonicalPort(port) {
+			return "", false
+		}
+	}
+	if ipv6 {
+		addr, err := netip.ParseAddr(host)
+		if err != nil || !addr.Is6() || addr.Zone() != "" {
+			return "", false
+		}
+		return "[" + addr.String() + "]:" + port, true
+	}
+	trailingDot := strings.HasSuffix(host, ".")
+	if trailingDot {
+		host = host[:len(host)-1]
+	}
+	if host == "" || len(host) > 253 {
+		return "", false
+	}
+	lower, label := true, 0
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		switch {
+		case c == '.':
+			if label == 0 {
+				return "", false
+			}
+			label = 0
+			continue
+		case 'A' <= c && c <= 'Z':
+			lower = false
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+		default:
+			return "", false
+		}
+		if label++; label > 63 {
+			return "", false
+		}
+	}
+	if label == 0 {
+		return "", false
+	}
+	if lower && !trailingDot && rest != "" {
+		return s, true
+	}
+	return strings.ToLower(host) + ":" + port, true
+}
+
+// isCanonicalPort reports whether p is a decimal port 1-65535 without a
+// leading zero or sign.
+func isCanonicalPort(p string) bool {
+	if p == "" || len(p) > 5 || p[0] == '0' {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(p); i++ {
+		if p[i] < '0' || p[i] > '9' {
+			return false
+		}
+		n = n*10 + int(p[i]-'0')
+	}
+	return n <= 65535
+}
