@@ -1,0 +1,409 @@
+package launcher
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tailscale/hujson"
+)
+
+// Mediation selects how shell commands inside the sandbox are mediated. The
+// setting is declared now so the config surface exists before shell
+// mediation lands; "default" is the only accepted value.
+type Mediation string
+
+// Mediation values accepted in customizations.aileron.mediation.
+const (
+	MediationDefault Mediation = "default"
+)
+
+// String returns the value as written in devcontainer.json.
+func (m Mediation) String() string { return string(m) }
+
+// ApprovalSurface selects where approval requests are surfaced: the control
+// API, the CLI, or both.
+type ApprovalSurface string
+
+// ApprovalSurface values accepted in customizations.aileron.approval_surface.
+const (
+	ApprovalSurfaceAPI  ApprovalSurface = "api"
+	ApprovalSurfaceCLI  ApprovalSurface = "cli"
+	ApprovalSurfaceBoth ApprovalSurface = "both"
+)
+
+// String returns the value as written in devcontainer.json.
+func (s ApprovalSurface) String() string { return string(s) }
+
+// The accepted values, in the order error messages list them.
+func acceptedMediation() []string { return []string{string(MediationDefault)} }
+
+func acceptedApprovalSurface() []string {
+	return []string{string(ApprovalSurfaceAPI), string(ApprovalSurfaceCLI), string(ApprovalSurfaceBoth)}
+}
+
+func acceptedAileronKeys() []string { return []string{"approval_surface", "image", "mediation"} }
+
+// DevContainer is the part of a devcontainer.json that aileron-proxy reads.
+// It is file schema only: NewPlan turns it into a Plan.
+type DevContainer struct {
+	// Path is the file the settings were read from, as given to the parser.
+	Path string
+	// Image is the top-level "image": used as is when there is no build.
+	Image string
+	// Build is "build" (or the legacy top-level "dockerFile"/"context");
+	// nil when the file declares no Dockerfile.
+	Build *DevContainerBuild
+	// ContainerEnv is "containerEnv", applied to the sandbox at launch; nil
+	// when absent.
+	ContainerEnv map[string]string
+	// Aileron is "customizations.aileron"; zero when absent.
+	Aileron AileronSettings
+	// Ignored lists top-level and build keys that are valid devcontainer
+	// settings but that aileron-proxy does not apply (features, mounts, ...),
+	// sorted, for warnings.
+	Ignored []string
+}
+
+// DevContainerBuild is the devcontainer "build" object. Paths are as written,
+// relative to the directory holding devcontainer.json.
+type DevContainerBuild struct {
+	// Dockerfile is "build.dockerfile" (or legacy "dockerFile"); never empty.
+	Dockerfile string
+	// Context is "build.context" (or legacy "context"); empty means ".".
+	Context string
+	// Args is "build.args", passed as --build-arg; nil when absent.
+	Args map[string]string
+}
+
+// AileronSettings is "customizations.aileron".
+type AileronSettings struct {
+	// Image selects Tier 2: a bring-your-own image used as supplied.
+	Image string
+	// Mediation is empty when unset (NewPlan applies MediationDefault).
+	Mediation Mediation
+	// ApprovalSurface is empty when unset (NewPlan applies ApprovalSurfaceBoth).
+	ApprovalSurface ApprovalSurface
+}
+
+// ConfigProblem is one error in a devcontainer.json, located in the file.
+type ConfigProblem struct {
+	// Line and Column are 1-based; zero when the problem has no location.
+	Line, Column int
+	// Key is the dotted key path, e.g. "customizations.aileron.mediation".
+	Key string
+	// Message says what is wrong and what to write instead.
+	Message string
+}
+
+// ConfigError lists every problem found in one devcontainer.json.
+type ConfigError struct {
+	// Path is the file, as given to the parser.
+	Path     string
+	Problems []ConfigProblem
+}
+
+// Error lists the problems one per line as "file:line:col: key: message".
+func (e *ConfigError) Error() string {
+	lines := make([]string, 0, len(e.Problems))
+	for _, p := range e.Problems {
+		loc := e.Path
+		if p.Line > 0 {
+			loc = fmt.Sprintf("%s:%d:%d", e.Path, p.Line, p.Column)
+		}
+		if p.Key != "" {
+			lines = append(lines, fmt.Sprintf("%s: %s: %s", loc, p.Key, p.Message))
+		} else {
+			lines = append(lines, fmt.Sprintf("%s: %s", loc, p.Message))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// isIgnoredTopLevel reports whether name is a devcontainer key that is valid
+// but not applied by aileron-proxy; it produces a warning, not an error.
+func isIgnoredTopLevel(name string) bool {
+	switch name {
+	case "features", "mounts", "runArgs", "remoteUser", "containerUser", "remoteEnv",
+		"postCreateCommand", "postStartCommand", "postAttachCommand", "onCreateCommand",
+		"updateContentCommand", "initializeCommand", "workspaceFolder", "workspaceMount",
+		"dockerComposeFile", "service", "forwardPorts", "appPort", "capAdd", "securityOpt",
+		"privileged", "init", "overrideCommand", "shutdownAction", "updateRemoteUserUID",
+		"userEnvProbe", "hostRequirements", "portsAttributes", "otherPortsAttributes", "waitFor",
+		"overrideFeatureInstallOrder":
+		return true
+	}
+	return false
+}
+
+// ParseDevContainer parses devcontainer.json bytes (JSONC: comments and
+// trailing commas allowed). path is used in error messages only. A syntax
+// error names the line and column; bad values are reported together as a
+// *ConfigError naming each key and what it accepts.
+func ParseDevContainer(path string, data []byte) (*DevContainer, error) {
+	root, err := hujson.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w (devcontainer.json is JSON with comments; fix the syntax there)", path, err)
+	}
+	p := &dcParser{data: data, dc: &DevContainer{Path: path}}
+	p.parse(&root)
+	if len(p.problems) > 0 {
+		return nil, &ConfigError{Path: path, Problems: p.problems}
+	}
+	sort.Strings(p.dc.Ignored)
+	return p.dc, nil
+}
+
+type dcParser struct {
+	data     []byte
+	dc       *DevContainer
+	problems []ConfigProblem
+}
+
+func (p *dcParser) addf(v *hujson.Value, key, format string, args ...any) {
+	line, col := 0, 0
+	if v != nil {
+		line, col = lineColumn(p.data, v.StartOffset)
+	}
+	p.problems = append(p.problems, ConfigProblem{Line: line, Column: col, Key: key, Message: fmt.Sprintf(format, args...)})
+}
+
+// lineColumn converts a byte offset into a 1-based line and column.
+func lineColumn(b []byte, n int) (line, col int) {
+	if n > len(b) {
+		n = len(b)
+	}
+	line = 1 + bytes.Count(b[:n], []byte("\n"))
+	col = 1 + n - (bytes.LastIndexByte(b[:n], '\n') + 1)
+	return line, col
+}
+
+// member is one object member with its name and value nodes.
+type member struct {
+	name  string
+	nameV *hujson.Value
+	value *hujson.Value
+}
+
+func objectMembers(v *hujson.Value) ([]member, bool) {
+	obj, ok := v.Value.(*hujson.Object)
+	if !ok {
+		return nil, false
+	}
+	out := make([]member, 0, len(obj.Members))
+	for i := range obj.Members {
+		m := &obj.Members[i]
+		name := ""
+		if lit, ok := m.Name.Value.(hujson.Literal); ok {
+			name = lit.String()
+		}
+		out = append(out, member{name: name, nameV: &m.Name, value: &m.Value})
+	}
+	return out, true
+}
+
+func kindName(v *hujson.Value) string {
+	switch v.Value.Kind() {
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a boolean"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "an unknown value"
+}
+
+// str reads a string value; ok is false (and a problem recorded) otherwise.
+func (p *dcParser) str(v *hujson.Value, key string, allowEmpty bool) (string, bool) {
+	lit, isLit := v.Value.(hujson.Literal)
+	if !isLit || lit.Kind() != '"' {
+		p.addf(v, key, "must be a string, not %s", kindName(v))
+		return "", false
+	}
+	s := lit.String()
+	if !allowEmpty && strings.TrimSpace(s) == "" {
+		p.addf(v, key, "must not be empty; remove the key or give a value")
+		return "", false
+	}
+	return s, true
+}
+
+func (p *dcParser) stringMap(v *hujson.Value, key string) map[string]string {
+	members, ok := objectMembers(v)
+	if !ok {
+		p.addf(v, key, "must be an object of string values, not %s", kindName(v))
+		return nil
+	}
+	out := make(map[string]string, len(members))
+	for _, m := range members {
+		k := key + "." + m.name
+		if m.name == "" {
+			p.addf(m.nameV, key, "has an empty name; remove it")
+			continue
+		}
+		if s, ok := p.str(m.value, k, true); ok {
+			out[m.name] = s
+		}
+	}
+	return out
+}
+
+func (p *dcParser) parse(root *hujson.Value) {
+	members, ok := objectMembers(root)
+	if !ok {
+		p.addf(root, "", "the top level must be an object, not %s", kindName(root))
+		return
+	}
+	var legacyDockerfile, legacyContext string
+	var legacyV *hujson.Value
+	for _, m := range members {
+		switch m.name {
+		case "image":
+			if s, ok := p.str(m.value, "image", false); ok {
+				p.dc.Image = s
+			}
+		case "build":
+			p.parseBuild(m.value)
+		case "dockerFile":
+			legacyV = m.value
+			if s, ok := p.str(m.value, "dockerFile", false); ok {
+				legacyDockerfile = s
+			}
+		case "context":
+			if s, ok := p.str(m.value, "context", false); ok {
+				legacyContext = s
+			}
+		case "containerEnv":
+			p.dc.ContainerEnv = p.stringMap(m.value, "containerEnv")
+		case "customizations":
+			p.parseCustomizations(m.value)
+		default:
+			if isIgnoredTopLevel(m.name) {
+				p.dc.Ignored = append(p.dc.Ignored, m.name)
+			}
+		}
+	}
+	switch {
+	case legacyDockerfile != "" && p.dc.Build != nil:
+		p.addf(legacyV, "dockerFile", "conflicts with build.dockerfile; keep only build.dockerfile")
+	case legacyDockerfile != "":
+		p.dc.Build = &DevContainerBuild{Dockerfile: legacyDockerfile, Context: legacyContext}
+	}
+}
+
+func (p *dcParser) parseBuild(v *hujson.Value) {
+	members, ok := objectMembers(v)
+	if !ok {
+		p.addf(v, "build", "must be an object with a \"dockerfile\", not %s", kindName(v))
+		return
+	}
+	b := &DevContainerBuild{}
+	for _, m := range members {
+		key := "build." + m.name
+		switch m.name {
+		case "dockerfile", "dockerFile":
+			if s, ok := p.str(m.value, key, false); ok {
+				b.Dockerfile = s
+			}
+		case "context":
+			if s, ok := p.str(m.value, key, false); ok {
+				b.Context = s
+			}
+		case "args":
+			b.Args = p.stringMap(m.value, key)
+		default:
+			p.dc.Ignored = append(p.dc.Ignored, key)
+		}
+	}
+	if b.Dockerfile == "" {
+		if len(p.problems) == 0 || !hasKeyPrefix(p.problems, "build.dockerfile") {
+			p.addf(v, "build.dockerfile", "is required when build is set; use \"Dockerfile\" (relative to .devcontainer/) or remove build and set image")
+		}
+		return
+	}
+	p.dc.Build = b
+}
+
+func hasKeyPrefix(ps []ConfigProblem, prefix string) bool {
+	for _, p := range ps {
+		if strings.HasPrefix(p.Key, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *dcParser) parseCustomizations(v *hujson.Value) {
+	members, ok := objectMembers(v)
+	if !ok {
+		p.addf(v, "customizations", "must be an object, not %s", kindName(v))
+		return
+	}
+	for _, m := range members {
+		if m.name == "aileron" {
+			p.parseAileron(m.value)
+		}
+	}
+}
+
+func (p *dcParser) parseAileron(v *hujson.Value) {
+	const prefix = "customizations.aileron"
+	members, ok := objectMembers(v)
+	if !ok {
+		p.addf(v, prefix, "must be an object with keys %s, not %s", quoteList(acceptedAileronKeys()), kindName(v))
+		return
+	}
+	a := &p.dc.Aileron
+	for _, m := range members {
+		key := prefix + "." + m.name
+		switch m.name {
+		case "image":
+			if s, ok := p.str(m.value, key, false); ok {
+				a.Image = s
+			}
+		case "mediation":
+			if s, ok := p.str(m.value, key, false); ok {
+				if !contains(acceptedMediation(), s) {
+					p.addf(m.value, key, "unsupported value %q; use one of %s", s, quoteList(acceptedMediation()))
+				} else {
+					a.Mediation = Mediation(s)
+				}
+			}
+		case "approval_surface":
+			if s, ok := p.str(m.value, key, false); ok {
+				if !contains(acceptedApprovalSurface(), s) {
+					p.addf(m.value, key, "unsupported value %q; use one of %s", s, quoteList(acceptedApprovalSurface()))
+				} else {
+					a.ApprovalSurface = ApprovalSurface(s)
+				}
+			}
+		default:
+			p.addf(m.nameV, key, "unknown key; customizations.aileron accepts %s", quoteList(acceptedAileronKeys()))
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func quoteList(list []string) string {
+	q := make([]string, len(list))
+	for i, s := range list {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}

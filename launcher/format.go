@@ -1,0 +1,98 @@
+package launcher
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// RuntimeInfo describes the runtime a plan would use, for `sandbox plan`.
+type RuntimeInfo struct {
+	// Kind is "docker" or "podman"; empty when none is usable.
+	Kind string `json:"kind"`
+	// Selection says why (or, with an empty Kind, why none is usable).
+	Selection string `json:"selection"`
+}
+
+// WritePlanJSON writes the plan and runtime as indented JSON.
+func WritePlanJSON(w io.Writer, p *Plan, rt RuntimeInfo) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(planJSON(p, &rt)); err != nil {
+		return fmt.Errorf("writing the plan: %w", err)
+	}
+	return nil
+}
+
+// WritePlanText writes the plan as aligned "key: value" lines; paths inside
+// the project are shown relative to it.
+func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("project", p.ProjectDir)
+	row("tier", p.Tier.String())
+	row("image", p.Image)
+	switch {
+	case p.Build == nil:
+		row("dockerfile", "(none: the image is used as supplied)")
+		row("context", "(none)")
+	case p.Build.Embedded:
+		row("dockerfile", "(embedded sandbox-base definition, "+shortDigest(p.Build.Digest)+")")
+		row("context", "(none)")
+	default:
+		row("dockerfile", relTo(p.ProjectDir, p.Build.Dockerfile))
+		row("context", relTo(p.ProjectDir, p.Build.Context))
+		if len(p.Build.Args) > 0 {
+			var args []string
+			for _, k := range sortedKeys(p.Build.Args) {
+				args = append(args, k+"="+p.Build.Args[k])
+			}
+			row("build args", strings.Join(args, " "))
+		}
+	}
+	switch {
+	case p.Build != nil && p.Build.ExtendsBase:
+		row("base image", p.BaseImage+" (built first: the Dockerfile extends it)")
+	case p.Build != nil && p.Build.Embedded:
+		row("base image", p.BaseImage+" (this is the sandbox image)")
+	default:
+		row("base image", p.BaseImage+" (not used)")
+	}
+	if p.DevContainer != "" {
+		row("devcontainer", relTo(p.ProjectDir, p.DevContainer))
+	} else {
+		row("devcontainer", "(none)")
+	}
+	if len(p.ContainerEnv) > 0 {
+		names := make([]string, 0, len(p.ContainerEnv))
+		for k := range p.ContainerEnv {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		row("container env", strings.Join(names, " "))
+	}
+	row("mediation", p.Mediation.String())
+	row("approval surface", p.ApprovalSurface.String())
+	if rt.Kind != "" {
+		row("runtime", rt.Kind+" ("+rt.Selection+")")
+	} else {
+		row("runtime", "none usable ("+rt.Selection+")")
+	}
+	for _, warn := range p.Warnings {
+		row("warning", warn)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the plan: %w", err)
+	}
+	return nil
+}
+
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12]
+	}
+	return d
+}

@@ -1,0 +1,88 @@
+package launcher
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// normalize replaces the temp project dir and content digests.
+func normalize(s, dir string) string {
+	s = strings.ReplaceAll(s, dir, "$PROJECT")
+	s = regexp.MustCompile(`sha256:[0-9a-f]{12,64}`).ReplaceAllString(s, "sha256:<digest>")
+	s = regexp.MustCompile(`(aileron/sandbox-[a-z0-9-]+):[0-9a-f]{12}\b`).ReplaceAllString(s, "$1:<digest>")
+	return strings.ReplaceAll(s, BaseVersion, "<version>")
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run go test -update): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s mismatch (run go test ./launcher -run %s -update and review the diff)\ngot:\n%s\nwant:\n%s", path, t.Name(), got, want)
+	}
+}
+
+func TestPlanOutputGolden(t *testing.T) {
+	projects := []struct {
+		name  string
+		files map[string]string
+		rt    RuntimeInfo
+	}{
+		{"tier0", nil, RuntimeInfo{Kind: "docker", Selection: "auto: the Docker engine answered (server 20.10.24)"}},
+		{"tier1", map[string]string{
+			DevContainerPath: `{
+  // JSONC with comments and trailing commas
+  "build": {"dockerfile": "Dockerfile", "context": "..", "args": {"B": "2", "A": "1",},},
+  "containerEnv": {"EDITOR": "vi", "PAGER": "less",},
+  "features": {},
+  "customizations": {"aileron": {"approval_surface": "cli",},},
+}`,
+			".devcontainer/Dockerfile": "FROM aileron/sandbox-base:" + BaseVersion + "\n",
+		}, RuntimeInfo{Kind: "podman", Selection: "--runtime podman"}},
+		{"tier2", map[string]string{
+			DevContainerPath: `{"customizations": {"aileron": {"image": "ghcr.io/acme/agent:2026-05-29", "mediation": "default"}}}`,
+		}, RuntimeInfo{Selection: "choosing a container runtime: docker not found on PATH, and podman is not installed (start Docker or install Podman)"}},
+	}
+	for _, pr := range projects {
+		t.Run(pr.name, func(t *testing.T) {
+			dir := writeProject(t, pr.files)
+			p, err := NewPlan(dir, PlanOptions{})
+			if err != nil {
+				t.Fatalf("NewPlan: %v", err)
+			}
+			var text, js bytes.Buffer
+			if err := WritePlanText(&text, p, pr.rt); err != nil {
+				t.Fatal(err)
+			}
+			if err := WritePlanJSON(&js, p, pr.rt); err != nil {
+				t.Fatal(err)
+			}
+			var decoded map[string]any
+			if err := json.Unmarshal(js.Bytes(), &decoded); err != nil {
+				t.Fatalf("plan JSON does not parse: %v", err)
+			}
+			if int(decoded["tier"].(float64)) != p.Tier.Number() {
+				t.Errorf("JSON tier = %v, want %d", decoded["tier"], p.Tier.Number())
+			}
+			golden(t, "plan-"+pr.name+".txt", normalize(text.String(), dir))
+			golden(t, "plan-"+pr.name+".json", normalize(js.String(), dir))
+		})
+	}
+}

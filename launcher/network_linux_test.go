@@ -1,0 +1,108 @@
+//go:build linux
+
+package launcher
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// listenFreebind listens on addr even before the address exists on the
+// host: Podman creates an internal network's bridge (and gateway address)
+// only when the first container joins it.
+func listenFreebind(addr string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_FREEBIND, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	return lc.Listen(context.Background(), "tcp4", addr)
+}
+
+// TestSandboxInternalNetwork checks the egress lock launch relies on: a
+// container on an internal network reaches a listener on the network's
+// gateway and nothing off the host, and cannot resolve names.
+func TestSandboxInternalNetwork(t *testing.T) {
+	for _, kind := range []RuntimeKind{RuntimeDocker, RuntimePodman} {
+		t.Run(string(kind), func(t *testing.T) {
+			rt := realRuntime(t, kind)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			base := BaseImage("")
+			if ok, err := rt.ImageExists(ctx, base); err != nil || !ok {
+				if err := BuildBase(ctx, rt, base, nil, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			name := fmt.Sprintf("aileron-test-%d", time.Now().UnixNano())
+			n, err := rt.NetworkCreate(ctx, NetworkRequest{Name: name, Internal: true, DisableDNS: true, Labels: map[string]string{LabelManaged: "true"}})
+			if err != nil {
+				t.Fatalf("NetworkCreate: %v", err)
+			}
+			t.Cleanup(func() {
+				if err := rt.NetworkRemove(context.Background(), name); err != nil {
+					t.Errorf("NetworkRemove: %v", err)
+				}
+			})
+			ln, err := listenFreebind(net.JoinHostPort(n.Gateway, "0"))
+			if err != nil {
+				t.Fatalf("listening on the gateway %s: %v", n.Gateway, err)
+			}
+			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprint(w, "gateway-ok")
+			}), ReadHeaderTimeout: 5 * time.Second}
+			go srv.Serve(ln)
+			t.Cleanup(func() { srv.Close() })
+			// Through the runtime's host alias, pinned to the gateway, as launch does.
+			_, port, _ := net.SplitHostPort(ln.Addr().String())
+			gwURL := "http://" + net.JoinHostPort(rt.HostAlias(), port) + "/"
+
+			// Off-host target: the apt mirror (a package registry), by IP so
+			// the container needs no DNS. Skipped when it does not resolve.
+			offHost := ""
+			if addrs, err := net.DefaultResolver.LookupHost(ctx, "deb.debian.org"); err == nil {
+				for _, a := range addrs {
+					if ip := net.ParseIP(a); ip != nil && ip.To4() != nil {
+						offHost = "http://" + a + "/"
+						break
+					}
+				}
+			}
+			script := `curl -sS --max-time 5 "$1"; echo " rc=$?"
+if [ -n "$2" ]; then curl -sS -o /dev/null --connect-timeout 3 --max-time 4 "$2"; echo "offhost rc=$?"; fi
+timeout 4 getent hosts deb.debian.org >/dev/null; echo "dns rc=$?"`
+			var out bytes.Buffer
+			start := time.Now()
+			code, err := rt.Run(ctx, RunRequest{
+				Image: base, Cmd: []string{"sh", "-c", script, "net-check", gwURL, offHost},
+				Network: name, AddHosts: map[string]string{rt.HostAlias(): n.Gateway},
+				Stdout: &out, Stderr: &out,
+			})
+			if err != nil || code != 0 {
+				t.Fatalf("Run = %d, %v\n%s", code, err, out.String())
+			}
+			t.Logf("%s internal network %s (gateway %s): checks took %s\n%s", kind, n.Subnet, n.Gateway, time.Since(start).Round(time.Millisecond), out.String())
+			got := out.String()
+			if !strings.Contains(got, "gateway-ok rc=0") {
+				t.Errorf("the gateway listener %s was not reachable:\n%s", gwURL, got)
+			}
+			if offHost != "" && strings.Contains(got, "offhost rc=0") {
+				t.Errorf("%s reached %s off the host:\n%s", kind, offHost, got)
+			}
+			if strings.Contains(got, "dns rc=0") {
+				t.Errorf("%s resolved an external name on the internal network:\n%s", kind, got)
+			}
+		})
+	}
+}

@@ -1,0 +1,387 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+)
+
+// fakeExec records invocations and answers through respond.
+type fakeExec struct {
+	mu      sync.Mutex
+	calls   []Command
+	envFile map[string]string // env file path → contents, read during the call
+	respond func(c Command) (stdout, stderr string, err error)
+}
+
+func (f *fakeExec) exec(_ context.Context, c Command) error {
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	for i, a := range c.Args {
+		if a == "--env-file" && i+1 < len(c.Args) {
+			b, err := os.ReadFile(c.Args[i+1])
+			if err != nil {
+				panic(err)
+			}
+			st, _ := os.Stat(c.Args[i+1])
+			if f.envFile == nil {
+				f.envFile = map[string]string{}
+			}
+			f.envFile[c.Args[i+1]] = st.Mode().Perm().String() + "\n" + string(b)
+		}
+	}
+	f.mu.Unlock()
+	var out, errOut string
+	var err error
+	if f.respond != nil {
+		out, errOut, err = f.respond(c)
+	}
+	if c.Stdout != nil {
+		io.WriteString(c.Stdout, out)
+	}
+	if c.Stderr != nil {
+		io.WriteString(c.Stderr, errOut)
+	}
+	return err
+}
+
+func (f *fakeExec) argv(i int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[i].Path + " " + strings.Join(f.calls[i].Args, " ")
+}
+
+func lookAll(string) (string, error) { return "/usr/bin/x", nil }
+
+func newFakeRuntime(t *testing.T, kind RuntimeKind, f *fakeExec) Runtime {
+	t.Helper()
+	rt, err := NewRuntime(context.Background(), RuntimeConfig{Kind: kind, Logger: zaptest.NewLogger(t), Exec: f.exec, LookPath: lookAll})
+	if err != nil {
+		t.Fatalf("NewRuntime(%s): %v", kind, err)
+	}
+	return rt
+}
+
+func TestNewRuntimeAuto(t *testing.T) {
+	tests := []struct {
+		name       string
+		dockerInfo error
+		have       map[string]bool
+		wantKind   RuntimeKind
+		wantWhy    string
+		wantErr    string
+	}{
+		{"docker answers", nil, map[string]bool{"docker": true, "podman": true}, RuntimeDocker, "auto: the Docker engine answered (server 20.10.24)", ""},
+		{"docker down, podman present", &ExitError{Code: 1}, map[string]bool{"docker": true, "podman": true}, RuntimePodman, "auto: docker info failed: Cannot connect to the Docker daemon; using Podman", ""},
+		{"no docker binary", nil, map[string]bool{"podman": true}, RuntimePodman, "auto: docker not found on PATH; using Podman", ""},
+		{"nothing", &ExitError{Code: 1}, map[string]bool{"docker": true}, "", "", "docker info failed: Cannot connect to the Docker daemon, and podman is not installed (start Docker or install Podman)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeExec{respond: func(c Command) (string, string, error) {
+				if tc.dockerInfo != nil {
+					return "", "Cannot connect to the Docker daemon\nmore", tc.dockerInfo
+				}
+				return "20.10.24\n", "", nil
+			}}
+			look := func(name string) (string, error) {
+				if tc.have[name] {
+					return "/usr/bin/" + name, nil
+				}
+				return "", exec.ErrNotFound
+			}
+			rt, err := NewRuntime(context.Background(), RuntimeConfig{Kind: RuntimeAuto, Logger: zaptest.NewLogger(t), Exec: f.exec, LookPath: look})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("NewRuntime err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("NewRuntime: %v", err)
+			}
+			if rt.Kind() != tc.wantKind || rt.Selection() != tc.wantWhy {
+				t.Errorf("NewRuntime = %s (%q), want %s (%q)", rt.Kind(), rt.Selection(), tc.wantKind, tc.wantWhy)
+			}
+			if tc.have["docker"] && f.argv(0) != "docker info --format {{.ServerVersion}}" {
+				t.Errorf("probe = %q, want docker info", f.argv(0))
+			}
+		})
+	}
+}
+
+func TestNewRuntimeExplicit(t *testing.T) {
+	missing := func(string) (string, error) { return "", exec.ErrNotFound }
+	_, err := NewRuntime(context.Background(), RuntimeConfig{Kind: RuntimePodman, Logger: zaptest.NewLogger(t), LookPath: missing})
+	if err == nil || !strings.Contains(err.Error(), "finding podman") || !strings.Contains(err.Error(), "--runtime") {
+		t.Errorf("NewRuntime(podman, not installed) err = %v, want a fix naming --runtime", err)
+	}
+	if _, err := NewRuntime(context.Background(), RuntimeConfig{Kind: RuntimeDocker}); err == nil {
+		t.Errorf("NewRuntime without a Logger succeeded")
+	}
+	if _, err := NewRuntime(context.Background(), RuntimeConfig{Logger: zaptest.NewLogger(t)}); err == nil {
+		t.Errorf("NewRuntime with the zero Kind succeeded")
+	}
+	f := &fakeExec{}
+	rt := newFakeRuntime(t, RuntimePodman, f)
+	if len(f.calls) != 0 || rt.Selection() != "--runtime podman" || rt.HostAlias() != "host.containers.internal" {
+		t.Errorf("explicit podman: calls %d, selection %q, alias %q", len(f.calls), rt.Selection(), rt.HostAlias())
+	}
+}
+
+func TestParseKinds(t *testing.T) {
+	for _, s := range []string{"auto", "Docker", " podman "} {
+		if _, err := ParseRuntimeKind(s); err != nil {
+			t.Errorf("ParseRuntimeKind(%q): %v", s, err)
+		}
+	}
+	if _, err := ParseRuntimeKind("containerd"); err == nil || !strings.Contains(err.Error(), `use "auto", "docker" or "podman"`) {
+		t.Errorf("ParseRuntimeKind(containerd) err = %v", err)
+	}
+	for _, s := range []string{"auto", "always", "never"} {
+		if p, err := ParseBuildPolicy(s); err != nil || p.String() != s {
+			t.Errorf("ParseBuildPolicy(%q) = %q, %v", s, p, err)
+		}
+	}
+	if _, err := ParseBuildPolicy(""); err == nil {
+		t.Errorf("ParseBuildPolicy(\"\") succeeded; the zero policy must be invalid")
+	}
+}
+
+func TestBuildArgv(t *testing.T) {
+	f := &fakeExec{}
+	rt := newFakeRuntime(t, RuntimeDocker, f)
+	err := rt.Build(context.Background(), BuildRequest{
+		Tag: "aileron/x:1", Dockerfile: "/p/.devcontainer/Dockerfile", Context: "/p",
+		Args: map[string]string{"B": "2", "A": "x y"}, Labels: map[string]string{LabelManaged: "true"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.calls[0]
+	want := []string{"build", "--tag", "aileron/x:1", "--file", "/p/.devcontainer/Dockerfile", "--build-arg", "A=x y", "--build-arg", "B=2", "--label", "dev.aileron.managed=true", "/p"}
+	if c.Path != "docker" || !reflect.DeepEqual(c.Args, want) {
+		t.Errorf("build argv = %s %q, want docker %q", c.Path, c.Args, want)
+	}
+
+	f.respond = func(Command) (string, string, error) {
+		return "Step 1/2 : FROM nope\n", "pull access denied for nope\n", &ExitError{Code: 1}
+	}
+	err = rt.Build(context.Background(), BuildRequest{Tag: "t", Dockerfile: "D", Context: "."})
+	if err == nil || !strings.Contains(err.Error(), "building t with docker: exit status 1") || !strings.Contains(err.Error(), "pull access denied") {
+		t.Errorf("failed build err = %v, want the status and the log tail", err)
+	}
+}
+
+func TestRunArgvKeepsSecretsOutOfArgv(t *testing.T) {
+	f := &fakeExec{respond: func(Command) (string, string, error) { return "", "", &ExitError{Code: 3} }}
+	rt := newFakeRuntime(t, RuntimePodman, f)
+	const secret = "s3cr3t-proxy-password"
+	code, err := rt.Run(context.Background(), RunRequest{
+		Image: "img:1", Entrypoint: "/bin/sh", Cmd: []string{"-c", "exit 3"},
+		Name: "aileron-s1", Network: "aileron-net", AddHosts: map[string]string{"host.containers.internal": "10.89.0.1"},
+		User: "1000:1000", Workdir: WorkspacePath,
+		Env:    map[string]string{"HTTPS_PROXY": "http://s1:" + secret + "@10.89.0.1:3128", "A": "1"},
+		Mounts: []Mount{{Source: "/p", Target: WorkspacePath}, {Source: "/h/tools.txt", Target: "/etc/aileron/tools.txt", ReadOnly: true}},
+		Labels: map[string]string{LabelManaged: "true"}, Interactive: true, TTY: true,
+	})
+	if err != nil || code != 3 {
+		t.Fatalf("Run = %d, %v; want the container's status 3", code, err)
+	}
+	args := f.calls[0].Args
+	joined := strings.Join(args, " ")
+	if strings.Contains(joined, secret) {
+		t.Fatalf("secret in argv: %q", args)
+	}
+	envFile := args[indexOf(args, "--env-file")+1]
+	wantArgs := []string{"run", "--rm", "--name", "aileron-s1", "--label", "dev.aileron.managed=true", "--network", "aileron-net",
+		"--add-host", "host.containers.internal:10.89.0.1", "--user", "1000:1000", "--workdir", WorkspacePath, "--entrypoint", "/bin/sh",
+		"--mount", "type=bind,source=/p,target=" + WorkspacePath, "--mount", "type=bind,source=/h/tools.txt,target=/etc/aileron/tools.txt,readonly",
+		"--env-file", envFile, "--interactive", "--tty", "img:1", "-c", "exit 3"}
+	if !reflect.DeepEqual(args, wantArgs) {
+		t.Errorf("run argv =\n%q\nwant\n%q", args, wantArgs)
+	}
+	if got, want := f.envFile[envFile], "-rw-------\nA=1\nHTTPS_PROXY=http://s1:"+secret+"@10.89.0.1:3128\n"; got != want {
+		t.Errorf("env file = %q, want %q", got, want)
+	}
+	if _, err := os.Stat(envFile); !os.IsNotExist(err) {
+		t.Errorf("env file %s still exists after Run (stat err %v)", envFile, err)
+	}
+}
+
+func TestRunRejectsBadInput(t *testing.T) {
+	f := &fakeExec{}
+	rt := newFakeRuntime(t, RuntimeDocker, f)
+	for name, req := range map[string]RunRequest{
+		"comma in mount":     {Image: "i", Mounts: []Mount{{Source: "/a,b", Target: "/w"}}},
+		"bad env name":       {Image: "i", Env: map[string]string{"A=B": "x"}},
+		"newline in env":     {Image: "i", Env: map[string]string{"A": "x\ny"}},
+		"no image":           {},
+		"empty mount target": {Image: "i", Mounts: []Mount{{Source: "/a"}}},
+	} {
+		if _, err := rt.Run(context.Background(), req); err == nil {
+			t.Errorf("Run(%s) succeeded, want an error", name)
+		}
+	}
+	if len(f.calls) != 0 {
+		t.Errorf("the CLI ran %d times for rejected requests", len(f.calls))
+	}
+}
+
+func TestImageExists(t *testing.T) {
+	tests := []struct {
+		kind    RuntimeKind
+		stderr  string
+		err     error
+		want    bool
+		wantErr bool
+		argv    string
+	}{
+		{RuntimeDocker, "", nil, true, false, "docker image inspect --format {{.Id}} a:1"},
+		{RuntimeDocker, "Error: No such image: a:1", &ExitError{Code: 1}, false, false, ""},
+		{RuntimeDocker, "Cannot connect to the Docker daemon", &ExitError{Code: 1}, false, true, ""},
+		{RuntimePodman, "", nil, true, false, "podman image exists a:1"},
+		{RuntimePodman, "", &ExitError{Code: 1}, false, false, ""},
+		{RuntimePodman, "Error: database is locked", &ExitError{Code: 125}, false, true, ""},
+	}
+	for _, tc := range tests {
+		f := &fakeExec{respond: func(Command) (string, string, error) { return "", tc.stderr, tc.err }}
+		rt := newFakeRuntime(t, tc.kind, f)
+		got, err := rt.ImageExists(context.Background(), "a:1")
+		if got != tc.want || (err != nil) != tc.wantErr {
+			t.Errorf("%s ImageExists with %q = %v, %v; want %v, err %v", tc.kind, tc.stderr, got, err, tc.want, tc.wantErr)
+		}
+		if tc.argv != "" && f.argv(0) != tc.argv {
+			t.Errorf("argv = %q, want %q", f.argv(0), tc.argv)
+		}
+	}
+}
+
+func TestNetworkCreate(t *testing.T) {
+	const dockerInspect = `[{"Name":"n","IPAM":{"Driver":"default","Config":[{"Subnet":"fd00::/64","Gateway":"fd00::1"},{"Subnet":"172.18.0.0/16","Gateway":"172.18.0.1"}]}}]`
+	const podmanInspect = `[{"name":"n","driver":"bridge","network_interface":"podman1","subnets":[{"subnet":"10.89.0.0/24","gateway":"10.89.0.1"}],"internal":true,"dns_enabled":false}]`
+	tests := []struct {
+		kind     RuntimeKind
+		inspect  string
+		wantArgv string
+		want     Network
+	}{
+		{RuntimeDocker, dockerInspect, "docker network create --internal --label dev.aileron.managed=true n", Network{"n", "172.18.0.0/16", "172.18.0.1"}},
+	}
+	for _, tc := range tests {
+		f := &fakeExec{respond: func(c Command) (string, string, error) {
+			if c.Args[1] == "inspect" {
+				return tc.inspect, "", nil
+			}
+			return "", "", nil
+		}}
+		rt := newFakeRuntime(t, tc.kind, f)
+		n, err := rt.NetworkCreate(context.Background(), NetworkRequest{Name: "n", Internal: true, DisableDNS: true, Labels: map[string]string{LabelManaged: "true"}})
+		if err != nil {
+			t.Fatalf("%s NetworkCreate: %v", tc.kind, err)
+		}
+		if f.argv(0) != tc.wantArgv || n != tc.want {
+			t.Errorf("%s NetworkCreate argv %q = %+v; want %q = %+v", tc.kind, f.argv(0), n, tc.wantArgv, tc.want)
+		}
+	}
+
+	// Podman with DisableDNS gets an explicit subnet: its own allocation
+	// would leave the network without a gateway on the host.
+	f := &fakeExec{respond: func(c Command) (string, string, error) {
+		switch {
+		case c.Args[1] == "ls":
+			return `[{"name":"podman","subnets":[{"subnet":"10.88.0.0/16","gateway":"10.88.0.1"}]},{"name":"x","subnets":[{"subnet":"10.89.1.0/24"}]}]`, "", nil
+		case c.Args[1] == "inspect":
+			return `[{"name":"n","subnets":[{"subnet":"10.89.3.0/24","gateway":"10.89.3.1"}]}]`, "", nil
+		case indexOf(c.Args, "10.89.2.0/24") >= 0:
+			return "", "Error: subnet 10.89.2.0/24 is already used on the host or by another config", &ExitError{Code: 125}
+		}
+		return "", "", nil
+	}}
+	rt := newFakeRuntime(t, RuntimePodman, f)
+	n, err := rt.NetworkCreate(context.Background(), NetworkRequest{Name: "n", Internal: true, DisableDNS: true})
+	if err != nil {
+		t.Fatalf("podman NetworkCreate: %v", err)
+	}
+	wantCalls := []string{
+		"podman network ls --format json",
+		"podman network create --internal --disable-dns --subnet 10.89.2.0/24 --gateway 10.89.2.1 n",
+		"podman network create --internal --disable-dns --subnet 10.89.3.0/24 --gateway 10.89.3.1 n",
+		"podman network inspect n",
+	}
+	for i, w := range wantCalls {
+		if i >= len(f.calls) || f.argv(i) != w {
+			t.Fatalf("call %d = %q, want %q (calls %d)", i, f.argv(min(i, len(f.calls)-1)), w, len(f.calls))
+		}
+	}
+	if n != (Network{"n", "10.89.3.0/24", "10.89.3.1"}) {
+		t.Errorf("network = %+v", n)
+	}
+	if _, err := rt.NetworkCreate(context.Background(), NetworkRequest{Name: "n", Subnet: "10.0.0.0/31"}); err == nil {
+		t.Errorf("NetworkCreate with a /31 succeeded")
+	}
+
+	// An unparsable inspect removes the network again.
+	f = &fakeExec{respond: func(c Command) (string, string, error) {
+		if c.Args[1] == "inspect" {
+			return `[{"Name":"n","IPAM":{"Config":[]}}]`, "", nil
+		}
+		return "", "", nil
+	}}
+	rt = newFakeRuntime(t, RuntimeDocker, f)
+	if _, err := rt.NetworkCreate(context.Background(), NetworkRequest{Name: "n"}); err == nil {
+		t.Fatal("NetworkCreate with no IPv4 gateway succeeded")
+	}
+	if last := f.argv(len(f.calls) - 1); last != "docker network rm n" {
+		t.Errorf("last call = %q, want the network removed", last)
+	}
+}
+
+func TestContainerRemoveIgnoresMissing(t *testing.T) {
+	f := &fakeExec{respond: func(Command) (string, string, error) {
+		return "", "Error: No such container: c1", &ExitError{Code: 1}
+	}}
+	rt := newFakeRuntime(t, RuntimeDocker, f)
+	if err := rt.ContainerRemove(context.Background(), "c1"); err != nil {
+		t.Errorf("ContainerRemove(missing) = %v, want nil", err)
+	}
+	f.respond = func(Command) (string, string, error) { return "", "permission denied", &ExitError{Code: 1} }
+	if err := rt.ContainerRemove(context.Background(), "c1"); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("ContainerRemove error = %v, want the CLI's stderr", err)
+	}
+}
+
+func TestExecCommandExitCode(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	err = ExecCommand(context.Background(), Command{Path: sh, Args: []string{"-c", "exit 7"}})
+	if code, ok := ExitCode(err); !ok || code != 7 {
+		t.Errorf("ExitCode(%v) = %d, %v; want 7", err, code, ok)
+	}
+	err = ExecCommand(context.Background(), Command{Path: "/nonexistent/bin"})
+	if _, ok := ExitCode(err); ok || err == nil {
+		t.Errorf("ExecCommand(missing binary) = %v, want a non-exit error", err)
+	}
+	if !errors.Is(ExecCommand(context.Background(), Command{Path: sh, Args: []string{"-c", "exit 0"}}), nil) {
+		t.Errorf("exit 0 returned an error")
+	}
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
