@@ -1,0 +1,226 @@
+// Package audit defines the audit event and its append-only JSON Lines log.
+//
+// One Event is recorded per decision (and per session or approval lifecycle
+// step). Its fields are fixed: there is no field for header values, query
+// strings, bodies or secrets, and Record strips a query from Path. Values an
+// operation marks for redaction go through RedactValue before they reach
+// Fields.
+//
+// The package is pure: no logging globals, no servers, no other package of
+// this module.
+package audit
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Event names.
+const (
+	EventProxied           = "connector.proxy.proxied"
+	EventDenied            = "connector.proxy.denied"
+	EventPassthrough       = "connector.proxy.passthrough"
+	EventApprovalRequested = "approval.requested"
+	EventApprovalDecided   = "approval.decided"
+	EventSessionCreated    = "session.created"
+	EventSessionEnded      = "session.ended"
+)
+
+// Event is one audit record, one JSON object per line of audit.jsonl.
+type Event struct {
+	// Time is when the decision was made, in UTC; Record fills it when zero.
+	Time time.Time `json:"time"`
+	// Event is one of the Event* constants.
+	Event string `json:"event"`
+	// AuditID identifies the record (also sent as X-Aileron-Audit-Id);
+	// Record fills it with NewID when empty.
+	AuditID      string `json:"audit_id"`
+	SessionID    string `json:"session_id,omitempty"`
+	ConnectorFQN string `json:"connector_fqn,omitempty"`
+	Tool         string `json:"tool,omitempty"`
+	Operation    string `json:"operation,omitempty"`
+	Method       string `json:"method,omitempty"`
+	// Host is host:port of the upstream.
+	Host string `json:"host,omitempty"`
+	// Path is the request path without query; Record drops anything from
+	// the first '?' or '#'.
+	Path string `json:"path,omitempty"`
+	// Status is the HTTP status returned to the client; zero when none.
+	Status int `json:"status,omitempty"`
+	// Decision is allowed, denied, passthrough, approved, timeout, ...
+	Decision string `json:"decision,omitempty"`
+	// Reason is the policy reason code, e.g. operation_not_allowed.
+	Reason string `json:"reason,omitempty"`
+	// CredentialKind is the kind injected (oauth2, api_key, ...), never a
+	// value.
+	CredentialKind string `json:"credential_kind,omitempty"`
+	// BytesIn is request body bytes from the client; BytesOut is response
+	// body bytes sent to it.
+	BytesIn  int64 `json:"bytes_in"`
+	BytesOut int64 `json:"bytes_out"`
+	// DurationMS is the time from request to the end of the response body.
+	DurationMS int64 `json:"duration_ms"`
+	// Source is where the request came from, e.g. run_endpoint; empty for
+	// the proxy.
+	Source string `json:"source,omitempty"`
+	// Fields are the operation's declared audit fields ("path.<name>",
+	// "query.<name>"), redacted values as RedactValue renders them.
+	Fields map[string]string `json:"fields,omitempty"`
+	// ExitCode is a sandboxed command's exit status, when relevant.
+	ExitCode *int `json:"exit_code,omitempty"`
+}
+
+// Recorder records events. Implementations never block long and never fail
+// the request being audited.
+type Recorder interface {
+	Record(Event)
+}
+
+// Writer appends events to a JSON Lines file. It is safe for concurrent use;
+// each event is one write of one line.
+type Writer struct {
+	path string
+	mu   sync.Mutex
+	f    *os.File // nil after Close
+	errs atomic.Uint64
+}
+
+var _ Recorder = (*Writer)(nil)
+
+// Open opens (creating if needed) the audit log at path for appending. The
+// directory is created with mode 0700 and the file has mode 0600.
+func Open(path string) (*Writer, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("creating audit directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening audit log: %w", err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("setting mode 0600 on audit log %q: %w", path, err)
+	}
+	return &Writer{path: path, f: f}, nil
+}
+
+// Path returns the file the Writer appends to.
+func (w *Writer) Path() string { return w.path }
+
+// Record fills Time (UTC) and AuditID when empty, strips any query from
+// Path, and appends the event as one line. It never returns an error: a
+// failed write is counted in Errors.
+func (w *Writer) Record(e Event) {
+	line, err := Marshal(e)
+	if err != nil {
+		w.errs.Add(1)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		w.errs.Add(1)
+		return
+	}
+	if _, err := w.f.Write(line); err != nil {
+		w.errs.Add(1)
+	}
+}
+
+// Errors returns how many events could not be written.
+func (w *Writer) Errors() uint64 { return w.errs.Load() }
+
+// Close closes the file; later Records are counted as errors.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return nil
+	}
+	err := w.f.Close()
+	w.f = nil
+	if err != nil {
+		return fmt.Errorf("closing audit log: %w", err)
+	}
+	return nil
+}
+
+// Normalize returns e as Record writes it: Time in UTC (now when zero),
+// AuditID set, Path without query or fragment, Host without user info.
+func Normalize(e Event) Event {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	e.Time = e.Time.UTC()
+	if e.AuditID == "" {
+		e.AuditID = NewID()
+	}
+	if i := strings.IndexAny(e.Path, "?#"); i >= 0 {
+		e.Path = e.Path[:i]
+	}
+	if i := strings.LastIndexByte(e.Host, '@'); i >= 0 {
+		e.Host = e.Host[i+1:]
+	}
+	return e
+}
+
+// Marshal returns the normalized event as one JSON line, newline included.
+func Marshal(e Event) ([]byte, error) {
+	b, err := json.Marshal(Normalize(e))
+	if err != nil {
+		return nil, fmt.Errorf("encoding audit event: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// idPrefix starts every audit ID.
+const idPrefix = "aud_"
+
+// NewID returns a random URL-safe audit ID: "aud_" and 20 characters
+// (120 random bits).
+func NewID() string {
+	var b [15]byte
+	_, _ = rand.Read(b[:]) // documented never to fail; it crashes the program instead
+	return idPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// RedactValue renders a value an operation marks redact: "sha256:" and the
+// first 12 hex characters of its SHA-256, enough to correlate equal values
+// without revealing them.
+func RedactValue(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(sum[:6])
+}
+
+// Memory is a Recorder that keeps events in memory, for tests and
+// embedding. The zero value is ready; it is safe for concurrent use.
+type Memory struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+var _ Recorder = (*Memory)(nil)
+
+// Record stores the normalized event.
+func (m *Memory) Record(e Event) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.events = append(m.events, Normalize(e))
+}
+
+// Events returns a copy of the recorded events, oldest first.
+func (m *Memory) Events() []Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Event(nil), m.events...)
+}

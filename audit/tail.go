@@ -1,0 +1,216 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+)
+
+// DefaultPollInterval is how often Tail checks for new lines when following.
+const DefaultPollInterval = 200 * time.Millisecond
+
+// maxLine bounds one audit line; longer lines are skipped.
+const maxLine = 1 << 20
+
+// TailOptions configures Tail.
+type TailOptions struct {
+	// Follow keeps reading new lines as they are appended (waiting for the
+	// file to appear, reopening it when it is replaced or truncated) until
+	// ctx is done.
+	Follow bool
+	// SessionID, when set, selects events of that session only.
+	SessionID string
+	// Lines limits the existing events shown to the last Lines matching
+	// ones; zero or negative means all.
+	Lines int
+	// PollInterval is the follow poll period; zero means
+	// DefaultPollInterval.
+	PollInterval time.Duration
+}
+
+// Tail calls fn for the events in the audit log at path that match opts,
+// oldest first. Lines that are not valid events are skipped. With Follow it
+// then waits for new events until ctx is done and returns nil; without
+// Follow a missing file is an error matching fs.ErrNotExist. An error from
+// fn stops Tail and is returned.
+func Tail(ctx context.Context, path string, opts TailOptions, fn func(Event) error) error {
+	poll := opts.PollInterval
+	if poll <= 0 {
+		poll = DefaultPollInterval
+	}
+	t := &tailer{path: path, opts: opts, fn: fn}
+	for {
+		err := t.open()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || !opts.Follow {
+			return err
+		}
+		if !sleep(ctx, poll) {
+			return nil
+		}
+	}
+	defer func() { t.f.Close() }()
+
+	// Existing content: keep the last Lines matching events.
+	var ring []Event
+	err := t.read(func(e Event) error {
+		if opts.Lines <= 0 {
+			return fn(e)
+		}
+		if len(ring) == opts.Lines {
+			ring = append(ring[:0], ring[1:]...)
+		}
+		ring = append(ring, e)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range ring {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	if !opts.Follow {
+		return ctx.Err()
+	}
+	for sleep(ctx, poll) {
+		if err := t.read(fn); err != nil {
+			return err
+		}
+		if err := t.checkReplaced(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sleep waits d and reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+		return true
+	}
+}
+
+type tailer struct {
+	path    string
+	opts    TailOptions
+	fn      func(Event) error
+	f       *os.File
+	info    os.FileInfo
+	off     int64
+	partial []byte
+	skip    bool // discarding the rest of an over-long line
+	buf     []byte
+}
+
+func (t *tailer) open() error {
+	f, err := os.Open(t.path)
+	if err != nil {
+		return fmt.Errorf("opening audit log %q: %w (serve creates it when it records the first event)", t.path, err)
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("reading audit log %q: %w", t.path, err)
+	}
+	t.f, t.info, t.off, t.partial, t.skip = f, info, 0, nil, false
+	return nil
+}
+
+// read delivers every complete new line, keeping a trailing partial line
+// for the next call.
+func (t *tailer) read(emit func(Event) error) error {
+	if t.buf == nil {
+		t.buf = make([]byte, 64<<10)
+	}
+	for {
+		n, err := t.f.Read(t.buf)
+		if n > 0 {
+			t.off += int64(n)
+			if err := t.lines(t.buf[:n], emit); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, io.EOF) || (n == 0 && err == nil) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading audit log %q: %w", t.path, err)
+		}
+	}
+}
+
+func (t *tailer) lines(data []byte, emit func(Event) error) error {
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			if !t.skip {
+				t.partial = append(t.partial, data...)
+				if len(t.partial) > maxLine {
+					t.partial, t.skip = nil, true
+				}
+			}
+			return nil
+		}
+		line := data[:i]
+		data = data[i+1:]
+		if t.skip {
+			t.skip = false
+			continue
+		}
+		if len(t.partial) > 0 {
+			line = append(t.partial, line...)
+			t.partial = nil
+		}
+		var e Event
+		if json.Unmarshal(line, &e) != nil || e.Event == "" {
+			continue
+		}
+		if t.opts.SessionID != "" && e.SessionID != t.opts.SessionID {
+			continue
+		}
+		if err := emit(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkReplaced reopens the log when the path now names another file, and
+// starts over when the file was truncated.
+func (t *tailer) checkReplaced() error {
+	info, err := os.Stat(t.path)
+	if err != nil {
+		return nil // removed: keep the old handle until a new file appears
+	}
+	if !os.SameFile(info, t.info) {
+		old := t.f
+		if err := t.open(); err != nil {
+			return nil // raced with another replacement; retry next poll
+		}
+		old.Close()
+		return t.read(t.fn)
+	}
+	if info.Size() < t.off {
+		if _, err := t.f.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("rewinding truncated audit log %q: %w", t.path, err)
+		}
+		t.off, t.partial, t.skip = 0, nil, false
+		return t.read(t.fn)
+	}
+	return nil
+}
