@@ -1,0 +1,387 @@
+package api
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aileron-dev/aileron-proxy/policy"
+)
+
+// ArgProblem is one reason the args of a run call were refused.
+type ArgProblem struct {
+	// Arg is the argument's name.
+	Arg string `json:"arg"`
+	// Message says what is wrong and what is expected.
+	Message string `json:"message"`
+}
+
+// call is an upstream request built from an operation and its args.
+type call struct {
+	method      string
+	url         string
+	body        []byte // nil when the request has no body
+	contentType string
+	// auditArgs is the HeaderAuditArgs value, or "".
+	auditArgs string
+}
+
+var plainInteger = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
+// maxExponent bounds the exponent of a number literal we expand, so "1e999999999"
+// cannot make us allocate a huge integer.
+const maxExponent = 400
+
+// exactInteger returns n printed as an exact integer ("1e6" → "1000000"),
+// or ok=false when n is not an integer or is out of range.
+func exactInteger(n json.Number) (string, bool) {
+	s := n.String()
+	if plainInteger.MatchString(s) {
+		if s == "-0" {
+			return "0", true
+		}
+		return s, true
+	}
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		exp, err := strconv.Atoi(s[i+1:])
+		if err != nil || exp > maxExponent || exp < -maxExponent {
+			return "", false
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok || !r.IsInt() {
+		return "", false
+	}
+	return r.Num().String(), true
+}
+
+// normalNumber returns n as an exact integer when it is one, else as sent.
+func normalNumber(n json.Number) json.Number {
+	if s, ok := exactInteger(n); ok {
+		return json.Number(s)
+	}
+	return n
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// checkValue validates v against t and returns it normalized (numbers
+// exact), or a problem message.
+func checkValue(t policy.InputType, v any) (any, string) {
+	if v == nil {
+		return nil, fmt.Sprintf("must be %s, not null (omit the argument instead)", article(t))
+	}
+	switch t {
+	case policy.InputString, "":
+		if _, ok := v.(string); ok {
+			return v, ""
+		}
+	case policy.InputInteger:
+		if n, ok := v.(json.Number); ok {
+			if s, ok := exactInteger(n); ok {
+				return json.Number(s), ""
+			}
+			return nil, fmt.Sprintf("must be an integer, got %s", n)
+		}
+	case policy.InputNumber:
+		if n, ok := v.(json.Number); ok {
+			if s := n.String(); strings.ContainsAny(s, "eE") {
+				if _, ok := exactInteger(n); !ok {
+					// Non-integer with an exponent: keep the literal but
+					// refuse absurd exponents.
+					i := strings.IndexAny(s, "eE")
+					if exp, err := strconv.Atoi(s[i+1:]); err != nil || exp > maxExponent || exp < -maxExponent {
+						return nil, fmt.Sprintf("number %s is out of range", s)
+					}
+				}
+			}
+			return normalNumber(n), ""
+		}
+	case policy.InputBoolean:
+		if _, ok := v.(bool); ok {
+			return v, ""
+		}
+	case policy.InputArray:
+		arr, ok := v.([]any)
+		if !ok {
+			break
+		}
+		out := make([]any, len(arr))
+		for i, el := range arr {
+			switch x := el.(type) {
+			case string, bool:
+				out[i] = x
+			case json.Number:
+				out[i] = normalNumber(x)
+			default:
+				return nil, fmt.Sprintf("element %d must be a string, number or boolean, got %s", i, typeName(el))
+			}
+		}
+		return out, ""
+	case policy.InputObject:
+		if _, ok := v.(map[string]any); ok {
+			return v, ""
+		}
+	default:
+		return nil, fmt.Sprintf("has an unsupported input type %q in the connector spec", string(t))
+	}
+	return nil, fmt.Sprintf("must be %s, got %s", article(t), typeName(v))
+}
+
+func article(t policy.InputType) string {
+	switch t {
+	case policy.InputInteger, policy.InputArray, policy.InputObject:
+		return "an " + string(t)
+	case "":
+		return "a string"
+	}
+	return "a " + string(t)
+}
+
+// templateNames returns the {name} segments of an operation path.
+func templateNames(path string) []string {
+	var out []string
+	for _, seg := range strings.Split(path, "/") {
+		if len(seg) > 2 && seg[0] == '{' && seg[len(seg)-1] == '}' {
+			out = append(out, seg[1:len(seg)-1])
+		}
+	}
+	return out
+}
+
+// scalarString prints a normalized scalar for a path segment or a query
+// value.
+func scalarString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case json.Number:
+		return x.String(), true
+	case bool:
+		return strconv.FormatBool(x), true
+	}
+	return "", false
+}
+
+// bodyMethods send their remaining args as a JSON body; every other method
+// sends them as query parameters.
+func sendsBody(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		return true
+	}
+	return false
+}
+
+// buildCall validates args against op and builds the upstream request.
+// Every problem is reported, not just the first.
+func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) {
+	var problems []ArgProblem
+	add := func(arg, msg string) { problems = append(problems, ArgProblem{Arg: arg, Message: msg}) }
+
+	inputs := map[string]policy.Input{}
+	var names []string
+	for _, in := range op.Inputs {
+		inputs[in.Name] = in
+		names = append(names, in.Name)
+	}
+	templates := templateNames(op.Path)
+	isTemplate := map[string]bool{}
+	for _, t := range templates {
+		isTemplate[t] = true
+		if _, ok := inputs[t]; !ok {
+			names = append(names, t)
+		}
+	}
+
+	// Missing required inputs and path parameters, in spec order.
+	for _, in := range op.Inputs {
+		if _, ok := args[in.Name]; !ok && (in.Required || isTemplate[in.Name]) {
+			add(in.Name, fmt.Sprintf("required argument is missing (%s)", article(in.Type)))
+		}
+	}
+	for _, t := range templates {
+		if _, declared := inputs[t]; declared {
+			continue
+		}
+		if _, ok := args[t]; !ok {
+			add(t, fmt.Sprintf("path parameter {%s} is missing", t))
+		}
+	}
+
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	values := map[string]any{}
+	for _, k := range keys {
+		in, declared := inputs[k]
+		if !declared && !isTemplate[k] {
+			msg := "unknown argument; this operation takes no arguments"
+			if len(names) > 0 {
+				msg = "unknown argument; this operation takes: " + strings.Join(names, ", ")
+			}
+			add(k, msg)
+			continue
+		}
+		t := in.Type
+		if !declared {
+			t = policy.InputString
+			if _, ok := args[k].(json.Number); ok {
+				t = policy.InputNumber
+			}
+		}
+		v, msg := checkValue(t, args[k])
+		if msg != "" {
+			add(k, msg)
+			continue
+		}
+		values[k] = v
+	}
+
+	// Path.
+	segs := strings.Split(op.Path, "/")
+	for i, seg := range segs {
+		if len(seg) <= 2 || seg[0] != '{' || seg[len(seg)-1] != '}' {
+			continue
+		}
+		name := seg[1 : len(seg)-1]
+		v, ok := values[name]
+		if !ok {
+			continue // already reported
+		}
+		str, scalar := scalarString(v)
+		switch {
+		case !scalar:
+			add(name, fmt.Sprintf("path parameter {%s} must be a string, number or boolean, got %s", name, typeName(v)))
+		case str == "":
+			add(name, fmt.Sprintf("path parameter {%s} must not be empty", name))
+		case str == "." || str == "..":
+			add(name, fmt.Sprintf("path parameter {%s} must not be %q", name, str))
+		case strings.ContainsAny(str, `/\`):
+			add(name, fmt.Sprintf(`path parameter {%s} must be a single path segment (no "/" or "\")`, name))
+		default:
+			segs[i] = url.PathEscape(str)
+		}
+		delete(values, name)
+	}
+
+	c := &call{method: op.Method}
+	var query url.Values
+	if sendsBody(op.Method) {
+		body, err := json.Marshal(values)
+		if err != nil {
+			add("args", fmt.Sprintf("cannot be encoded as JSON: %s", err))
+		}
+		c.body = body
+		c.contentType = "application/json"
+	} else {
+		query = url.Values{}
+		for _, k := range sortedKeys(values) {
+			switch x := values[k].(type) {
+			case []any:
+				for _, el := range x {
+					s, _ := scalarString(el)
+					query.Add(k, s)
+				}
+			case map[string]any:
+				add(k, fmt.Sprintf("an object cannot be sent as a query parameter of a %s request", op.Method))
+			default:
+				s, _ := scalarString(x)
+				query.Set(k, s)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+
+	u := "https://" + urlHost(op.Hosts[0]) + strings.Join(segs, "/")
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	c.url = u
+	c.auditArgs = auditArgsHeader(op, args)
+	return c, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// urlHost turns a spec host ("h", "h:8443", "[::1]:8443") into a URL host,
+// dropping the default port.
+func urlHost(specHost string) string {
+	host, port, err := policy.ParseHostPort(specHost)
+	if err != nil {
+		return specHost
+	}
+	if port == 0 || port == 443 {
+		if strings.Contains(host, ":") {
+			return "[" + host + "]"
+		}
+		return host
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// auditArgsHeader encodes the args named by the op's args.<input> audit
+// fields as base64url(JSON object keyed by input name, values as sent with
+// numbers made exact), or "" when there are none. The proxy evaluates the
+// audit fields, redacting where the spec asks; the header travels only
+// from the API to the proxy and the proxy strips it.
+func auditArgsHeader(op *policy.Operation, args map[string]any) string {
+	picked := map[string]any{}
+	for _, f := range op.Audit {
+		name, ok := strings.CutPrefix(f.Source, "args.")
+		if !ok {
+			continue
+		}
+		v, present := args[name]
+		if !present {
+			continue
+		}
+		if n, ok := v.(json.Number); ok {
+			v = normalNumber(n)
+		}
+		picked[name] = v
+	}
+	if len(picked) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(picked)
+	if err != nil {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}

@@ -1,0 +1,223 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/session"
+)
+
+// RunRequest is the body of POST /v1/connector-operations/run, the stable
+// contract of generated shims.
+type RunRequest struct {
+	ConnectorFQN string         `json:"connector_fqn"`
+	Tool         string         `json:"tool"`
+	Operation    string         `json:"operation"`
+	Args         map[string]any `json:"args,omitempty"`
+}
+
+// decodeJSON strictly decodes one JSON object from r into v: unknown
+// fields, trailing data and oversize bodies are refused. Numbers decode as
+// json.Number so integers stay exact.
+func decodeJSON(r *http.Request, v any) error {
+	if r.Body == nil {
+		return apiErr(http.StatusBadRequest, CodeInvalidBody, "the request needs a JSON body")
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bodyError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return bodyError(err)
+		}
+		return apiErr(http.StatusBadRequest, CodeInvalidBody, "the body must hold exactly one JSON object (found data after it)")
+	}
+	return nil
+}
+
+func bodyError(err error) *Error {
+	var mbe *http.MaxBytesError
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &mbe):
+		return apiErr(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
+	case errors.Is(err, io.EOF):
+		return apiErr(http.StatusBadRequest, CodeInvalidBody, "the request needs a JSON body")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return apiErr(http.StatusBadRequest, CodeInvalidBody, "the JSON body is truncated")
+	case errors.As(err, &se):
+		return apiErr(http.StatusBadRequest, CodeInvalidBody, fmt.Sprintf("the body is not valid JSON (at byte %d)", se.Offset))
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return apiErr(http.StatusBadRequest, CodeInvalidBody, fmt.Sprintf("the body must be a JSON object, not a JSON %s", te.Value))
+		}
+		return apiErr(http.StatusBadRequest, CodeInvalidBody, fmt.Sprintf("field %q must be a %s, not a JSON %s", field, jsonKind(te.Type.Kind().String()), te.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return apiErr(http.StatusBadRequest, CodeInvalidBody, strings.TrimPrefix(err.Error(), "json: ")+" in the body")
+	}
+	return apiErr(http.StatusBadRequest, CodeInvalidBody, "the body is not valid JSON")
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "map", "struct":
+		return "JSON object"
+	case "slice", "array":
+		return "JSON array"
+	case "string":
+		return "JSON string"
+	case "bool":
+		return "JSON boolean"
+	}
+	return "JSON number"
+}
+
+// missingFields returns an invalid_body error naming the empty required
+// fields, or nil.
+func missingFields(fields ...[2]string) error {
+	var missing []string
+	for _, f := range fields {
+		if strings.TrimSpace(f[1]) == "" {
+			missing = append(missing, f[0])
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return apiErr(http.StatusBadRequest, CodeInvalidBody,
+		fmt.Sprintf("missing required field(s): %s", strings.Join(missing, ", "))).with("missing", missing)
+}
+
+func (s *Server) snapshot() (*policy.Snapshot, error) {
+	snap := s.cfg.Policy()
+	if snap == nil {
+		return nil, apiErr(http.StatusServiceUnavailable, CodePolicyUnavailable,
+			"the daemon has not loaded its connectors yet; retry shortly")
+	}
+	return snap, nil
+}
+
+// notFound explains why fqn/tool/op is not one of the session's
+// operations and lists what it can call instead: the tool's operations,
+// else the connector's tools, else the session's connectors. The
+// message is built here rather than taken from policy.Lookup so the API's
+// wording is its own.
+func notFound(snap *policy.Snapshot, sess *session.Session, fqn, tool, op string) (msg, key string, list []string) {
+	inScope := slices.Contains(sess.Connectors, fqn)
+	conn, installed := snap.Connector(fqn)
+	if !inScope || !installed || conn.Spec == nil {
+		why := "is not one of this session's connectors"
+		if !installed {
+			why = "is not installed"
+		}
+		list = append([]string{}, sess.Connectors...)
+		return fmt.Sprintf("connector %q %s; this session's connectors: %s", fqn, why, listOrNone(list)),
+			"available_connectors", list
+	}
+	for _, t := range conn.Spec.Tools {
+		if t.Name != tool {
+			list = append(list, t.Name)
+			continue
+		}
+		var ops []string
+		for _, o := range t.Operations {
+			ops = append(ops, o.Name)
+		}
+		slices.Sort(ops)
+		return fmt.Sprintf("tool %q of connector %q has no operation %q; it offers: %s", tool, fqn, op, listOrNone(ops)),
+			"available_operations", ops
+	}
+	slices.Sort(list)
+	return fmt.Sprintf("connector %q has no tool %q; its tools: %s", fqn, tool, listOrNone(list)), "available_tools", list
+}
+
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
+}
+
+// refused audits a call the API refused before sending anything upstream.
+func (s *Server) refused(sess *session.Session, source, fqn, tool, op string, e *Error) *Error {
+	s.cfg.Audit.Record(audit.Event{
+		Event:        audit.EventDenied,
+		SessionID:    sess.ID,
+		ConnectorFQN: fqn,
+		Tool:         tool,
+		Operation:    op,
+		Status:       e.Status,
+		Decision:     "denied",
+		Reason:       e.Code,
+		Source:       source,
+	})
+	s.metrics.proxied.WithLabelValues(source, "refused").Inc()
+	return e
+}
+
+// runOperation is POST /v1/connector-operations/run.
+func (s *Server) runOperation(c echo.Context) error {
+	sess := sessionFrom(c)
+	var req RunRequest
+	if err := decodeJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	if err := missingFields([2]string{"connector_fqn", req.ConnectorFQN}, [2]string{"tool", req.Tool}, [2]string{"operation", req.Operation}); err != nil {
+		return err
+	}
+	snap, err := s.snapshot()
+	if err != nil {
+		return err
+	}
+	m, err := snap.Lookup(sess.Scope, req.ConnectorFQN, req.Tool, req.Operation)
+	if err != nil || m == nil || m.Operation == nil {
+		msg, key, list := notFound(snap, sess, req.ConnectorFQN, req.Tool, req.Operation)
+		return s.refused(sess, SourceRunEndpoint, req.ConnectorFQN, req.Tool, req.Operation,
+			apiErr(http.StatusNotFound, CodeOperationNotFound, msg).with(key, list))
+	}
+	op := m.Operation
+	if !op.IsProxyable() {
+		return s.refused(sess, SourceRunEndpoint, m.ConnectorFQN, m.Tool, op.Name,
+			apiErr(http.StatusNotImplemented, CodeOperationNotProxyable,
+				fmt.Sprintf("operation %q of tool %q declares no method, path or hosts, so it cannot be sent upstream; the connector spec must declare all three", op.Name, m.Tool)))
+	}
+	args := req.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	cl, problems := buildCall(op, args)
+	if len(problems) > 0 {
+		msgs := make([]string, len(problems))
+		for i, p := range problems {
+			msgs[i] = p.Arg + ": " + p.Message
+		}
+		return s.refused(sess, SourceRunEndpoint, m.ConnectorFQN, m.Tool, op.Name,
+			apiErr(http.StatusBadRequest, CodeInvalidArgs,
+				fmt.Sprintf("the args of %s %s do not match its inputs: %s", m.Tool, op.Name, strings.Join(msgs, "; "))).
+				with("problems", problems))
+	}
+	return s.forward(c, outbound{
+		sess:       sess,
+		call:       cl,
+		idempotent: op.Idempotency.IsRetryable(),
+		source:     SourceRunEndpoint,
+		connector:  m.ConnectorFQN,
+		tool:       m.Tool,
+		operation:  op.Name,
+	})
+}

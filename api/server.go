@@ -1,0 +1,447 @@
+// Package api is the daemon's control API, served by echo on the API
+// listener: sessions and approvals for the operator (admin token), and the
+// sandbox-side endpoints (session API token) that run connector operations.
+//
+// The API never talks to an upstream itself: the run endpoint and the
+// sandbox request boundary send each call through the session's own MITM
+// proxy as an ordinary proxy client, so matching, credential injection,
+// approvals and audit happen in the proxy and nowhere else.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/aileron-dev/aileron-proxy/approval"
+	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/session"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxResponseBytes = 16 << 20
+	DefaultUpstreamTimeout  = 60 * time.Second
+)
+
+// Header names the API reads or sends.
+const (
+	// HeaderSessionID, when a sandbox sends it, must name the session of its
+	// API token.
+	HeaderSessionID = "X-Aileron-Session-Id"
+	// HeaderInternal carries Config.ProxyInternalKey to the proxy, which
+	// honours HeaderSource and HeaderAuditArgs only when it matches.
+	HeaderInternal = "X-Aileron-Internal"
+	// HeaderSource names the API endpoint a proxied request came from.
+	HeaderSource = "X-Aileron-Source"
+	// HeaderAuditArgs is base64url(JSON object) of the args the operation's
+	// args.<input> audit fields name, keyed by input name; the proxy
+	// evaluates (and redacts) the audit fields.
+	HeaderAuditArgs = "X-Aileron-Audit-Args"
+	// HeaderDecision is set by the proxy on responses it originates.
+	HeaderDecision = "X-Aileron-Decision"
+	// HeaderAuditID is set by the proxy to the audit_id of its event, and
+	// by the API on every 200 reply of the run and request endpoints.
+	HeaderAuditID = "X-Aileron-Audit-Id"
+	// HeaderUpstreamStatus is set on every 200 reply of the run and
+	// request endpoints to the upstream's status code, so a client that
+	// cannot parse JSON (a POSIX sh shim) still learns it.
+	HeaderUpstreamStatus = "X-Aileron-Upstream-Status"
+	// HeaderOutput, sent as "X-Aileron-Output: body", asks for the raw
+	// upstream body (with the upstream's Content-Type) instead of the JSON
+	// envelope; the envelope's other fields travel in headers.
+	HeaderOutput = "X-Aileron-Output"
+	// OutputBody is the value of HeaderOutput that selects the raw body.
+	OutputBody = "body"
+)
+
+// Values of HeaderSource.
+const (
+	SourceRunEndpoint  = "run_endpoint"
+	SourceSandboxProxy = "sandbox_proxy"
+)
+
+// Config holds the API server's dependencies. Fields marked required make
+// New fail when missing.
+type Config struct {
+	// Logger receives one line per request. Required.
+	Logger *zap.Logger
+	// Sessions is the daemon's session registry. Required.
+	Sessions *session.Registry
+	// Policy returns the current policy snapshot (nil before the first
+	// load). Required.
+	Policy func() *policy.Snapshot
+	// Approvals is the approval broker the proxy holds requests in.
+	// Required.
+	Approvals *approval.Broker
+	// Audit records session.created and the run endpoint's refusals (the
+	// proxy audits everything it forwards). Required.
+	Audit audit.Recorder
+	// AdminToken authenticates the operator endpoints. Required.
+	AdminToken string
+	// ProxyAddr is the host:port the API dials to reach the MITM proxy.
+	// Required.
+	ProxyAddr string
+	// AdvertiseProxyAddr is the host:port put in session proxy URLs (e.g.
+	// an address containers reach); empty means ProxyAddr.
+	AdvertiseProxyAddr string
+	// ProxyInternalKey is the per-process key the proxy trusts for
+	// HeaderSource and HeaderAuditArgs. Required.
+	ProxyInternalKey string
+	// AllowedHosts are extra Host header names accepted besides IP literals
+	// and "localhost" (e.g. "host.docker.internal"). Ports are ignored.
+	AllowedHosts []string
+	// SessionFiles writes the session's CA files and returns their paths
+	// (ca_file, ca_bundle_file); nil leaves both empty in the response.
+	SessionFiles func(s *session.Session) (caFile, bundleFile string, err error)
+	// MaxBodyBytes caps request bodies; zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxResponseBytes caps an upstream body put in an envelope; zero means
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+	// UpstreamTimeout bounds one proxied call, not counting the time it is
+	// held for approval; zero means DefaultUpstreamTimeout.
+	UpstreamTimeout time.Duration
+	// Registerer receives the API's metrics. Required.
+	Registerer prometheus.Registerer
+	// Gatherer is served on GET /metrics. Required.
+	Gatherer prometheus.Gatherer
+	// DialContext dials the proxy; nil means a net.Dialer.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Server is the control API.
+type Server struct {
+	cfg     Config
+	log     *zap.Logger
+	e       *echo.Echo
+	clients *clientCache
+	metrics *metrics
+	admin   [sha256.Size]byte
+	hosts   map[string]bool
+
+	metricsHandler http.Handler
+}
+
+// New checks cfg and builds the server and its route table.
+func New(cfg Config) (*Server, error) {
+	var missing []string
+	for _, m := range []struct {
+		name  string
+		unset bool
+	}{
+		{"Logger", cfg.Logger == nil},
+		{"Sessions", cfg.Sessions == nil},
+		{"Policy", cfg.Policy == nil},
+		{"Approvals", cfg.Approvals == nil},
+		{"Audit", cfg.Audit == nil},
+		{"AdminToken", cfg.AdminToken == ""},
+		{"ProxyAddr", cfg.ProxyAddr == ""},
+		{"ProxyInternalKey", cfg.ProxyInternalKey == ""},
+		{"Registerer", cfg.Registerer == nil},
+		{"Gatherer", cfg.Gatherer == nil},
+	} {
+		if m.unset {
+			missing = append(missing, m.name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("creating the API server: required config missing: %s", strings.Join(missing, ", "))
+	}
+	if _, _, err := net.SplitHostPort(cfg.ProxyAddr); err != nil {
+		return nil, fmt.Errorf("creating the API server: ProxyAddr %q is not host:port: %w", cfg.ProxyAddr, err)
+	}
+	if cfg.AdvertiseProxyAddr == "" {
+		cfg.AdvertiseProxyAddr = cfg.ProxyAddr
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if cfg.UpstreamTimeout <= 0 {
+		cfg.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if cfg.DialContext == nil {
+		d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+		cfg.DialContext = d.DialContext
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("creating the API server: registering metrics: %w", err)
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger.Named("api"),
+		metrics: m,
+		admin:   sha256.Sum256([]byte(cfg.AdminToken)),
+		hosts:   map[string]bool{"localhost": true},
+
+		metricsHandler: newMetricsHandler(cfg.Gatherer),
+	}
+	for _, h := range cfg.AllowedHosts {
+		s.hosts[hostOnly(h)] = true
+	}
+	s.clients = newClientCache(cfg)
+	s.e = s.newEcho()
+	return s, nil
+}
+
+// authKind says how a route authenticates.
+type authKind int
+
+const (
+	authNone authKind = iota + 1
+	authAdmin
+	authSession
+)
+
+// route is one row of the route table.
+type route struct {
+	method, path string
+	auth         authKind
+	handler      echo.HandlerFunc
+}
+
+// routes is the one route table of the API.
+func (s *Server) routes() []route {
+	return []route{
+		{http.MethodGet, "/healthz", authNone, s.healthz},
+		{http.MethodGet, "/metrics", authNone, s.serveMetrics},
+		{http.MethodGet, "/v1/openapi.json", authNone, s.openAPI},
+		{http.MethodPost, "/v1/sessions", authAdmin, s.createSession},
+		{http.MethodGet, "/v1/sessions", authAdmin, s.listSessions},
+		{http.MethodDelete, "/v1/sessions/:id", authAdmin, s.endSession},
+		{http.MethodGet, "/v1/approvals", authAdmin, s.listApprovals},
+		{http.MethodPost, "/v1/approvals/:id", authAdmin, s.decideApproval},
+		{http.MethodPost, "/v1/connector-operations/run", authSession, s.runOperation},
+		{http.MethodPost, "/v1/sandbox-proxy/requests", authSession, s.sandboxProxy},
+	}
+}
+
+func (s *Server) newEcho() *echo.Echo {
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.observe, s.recoverPanic, s.guard)
+	for _, r := range s.routes() {
+		var mw []echo.MiddlewareFunc
+		switch r.auth {
+		case authAdmin:
+			mw = append(mw, s.requireAdmin)
+		case authSession:
+			mw = append(mw, s.requireSession)
+		}
+		e.Add(r.method, r.path, r.handler, mw...)
+	}
+	return e
+}
+
+// Handler returns the API's http.Handler.
+func (s *Server) Handler() http.Handler { return s.e }
+
+// HTTPServer returns an http.Server for the API with its timeouts set; the
+// caller serves it on a listener. WriteTimeout allows a request held for
+// approval plus UpstreamTimeout.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.e,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      s.callTimeout() + 30*time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
+	}
+}
+
+// callTimeout bounds one proxied call including its approval hold.
+func (s *Server) callTimeout() time.Duration {
+	return s.cfg.UpstreamTimeout + s.cfg.Approvals.Timeout()
+}
+
+// SessionEnded drops what the API keeps for session id (its proxy client);
+// the daemon calls it from the registry's OnEnd hook.
+func (s *Server) SessionEnded(id string) { s.clients.forget(id) }
+
+// Close releases idle connections to the proxy.
+func (s *Server) Close() { s.clients.closeAll() }
+
+// Context keys set by middleware.
+const (
+	ctxSession   = "aileron.session"
+	ctxErrorCode = "aileron.error_code"
+)
+
+func sessionFrom(c echo.Context) *session.Session {
+	s, _ := c.Get(ctxSession).(*session.Session)
+	return s
+}
+
+// observe records metrics and the one log line of each request.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		routePath := c.Path()
+		if routePath == "" {
+			routePath = "unmatched"
+		}
+		status := c.Response().Status
+		d := time.Since(start)
+		s.metrics.observe(routePath, c.Request().Method, status, d)
+		level := zap.InfoLevel
+		if routePath == "/healthz" || routePath == "/metrics" {
+			level = zap.DebugLevel
+		} else if status >= 400 {
+			level = zap.WarnLevel
+		}
+		if ce := s.log.Check(level, "api request"); ce != nil {
+			fields := []zap.Field{
+				zap.String("method", c.Request().Method),
+				zap.String("route", routePath),
+				zap.Int("status", status),
+				zap.Int64("duration_ms", d.Milliseconds()),
+			}
+			if sess := sessionFrom(c); sess != nil {
+				fields = append(fields, zap.String("session_id", sess.ID))
+			}
+			if code, _ := c.Get(ctxErrorCode).(string); code != "" {
+				fields = append(fields, zap.String("code", code))
+			}
+			ce.Write(fields...)
+		}
+		return nil
+	}
+}
+
+func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = apiErr(http.StatusInternalServerError, CodeInternal, "internal error; see the daemon log").
+					because(fmt.Errorf("panic: %v", r))
+			}
+		}()
+		return next(c)
+	}
+}
+
+// guard checks the Host header (DNS-rebinding defence), refuses browser
+// requests (Origin or Referer present) and caps the body size.
+func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if !s.isAllowedHost(r.Host) {
+			return apiErr(http.StatusForbidden, CodeForbiddenHost,
+				"the Host header names neither a loopback name, an IP address nor a configured API host; call the API by the address in daemon.json")
+		}
+		if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
+			return apiErr(http.StatusForbidden, CodeForbiddenOrigin,
+				"browser requests are refused: the API takes no requests carrying Origin or Referer")
+		}
+		if r.ContentLength > s.cfg.MaxBodyBytes {
+			return apiErr(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+				fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(c.Response(), r.Body, s.cfg.MaxBodyBytes)
+		}
+		return next(c)
+	}
+}
+
+// hostOnly lower-cases a Host header value and strips its port and
+// brackets.
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.ToLower(strings.TrimSuffix(strings.Trim(h, "[]"), "."))
+}
+
+// isAllowedHost accepts IP literals (a rebinding attack cannot make a
+// browser send one it did not resolve), "localhost" and AllowedHosts.
+func (s *Server) isAllowedHost(h string) bool {
+	host := hostOnly(h)
+	if host == "" {
+		return false
+	}
+	if net.ParseIP(host) != nil {
+		return true
+	}
+	return s.hosts[host]
+}
+
+// bearer returns the token of an "Authorization: Bearer" header.
+func bearer(r *http.Request) (string, bool) {
+	v := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tok, ok := bearer(c.Request())
+		d := sha256.Sum256([]byte(tok))
+		if !ok || subtle.ConstantTimeCompare(d[:], s.admin[:]) != 1 {
+			return apiErr(http.StatusUnauthorized, CodeUnauthorized,
+				"this endpoint needs the daemon's admin token (Authorization: Bearer <admin_token> from daemon.json)")
+		}
+		return next(c)
+	}
+}
+
+func (s *Server) requireSession(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tok, ok := bearer(c.Request())
+		if !ok {
+			return apiErr(http.StatusUnauthorized, CodeUnauthorized,
+				"this endpoint needs the session's API token (Authorization: Bearer <api_token>)")
+		}
+		sess, err := s.cfg.Sessions.AuthenticateAPI(tok)
+		switch {
+		case errors.Is(err, session.ErrSessionExpired):
+			return apiErr(http.StatusUnauthorized, CodeSessionExpired, "the session has expired; create a new one")
+		case errors.Is(err, session.ErrSessionEnded):
+			return apiErr(http.StatusUnauthorized, CodeSessionEnded, "the session has ended; create a new one")
+		case err != nil:
+			return apiErr(http.StatusUnauthorized, CodeUnauthorized,
+				"the API token is not valid for any live session; use the api_token returned when the session was created")
+		}
+		if hdr := c.Request().Header.Get(HeaderSessionID); hdr != "" && hdr != sess.ID {
+			return apiErr(http.StatusForbidden, CodeSessionMismatch,
+				fmt.Sprintf("%s names a different session than the API token; a token acts only for its own session", HeaderSessionID))
+		}
+		c.Set(ctxSession, sess)
+		return next(c)
+	}
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}

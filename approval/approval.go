@@ -1,0 +1,173 @@
+// Package approval holds requests for operations marked `approval: required`
+// until a person decides them. The proxy calls Broker.Await for each such
+// request; the control API lists pending approvals and calls Broker.Decide.
+//
+// A decision may be remembered for the rest of the session: later requests
+// for the same (session, connector, tool, operation) are then decided
+// immediately without asking again. Every request and decision is audited.
+package approval
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+)
+
+// DefaultTimeout is how long Await waits for a decision when
+// BrokerConfig.Timeout is zero.
+const DefaultTimeout = 120 * time.Second
+
+// IDPrefix starts every approval ID.
+const IDPrefix = "apr_"
+
+// Errors returned by Decide.
+var (
+	ErrUnknownApproval = errors.New("unknown approval")
+	ErrAlreadyDecided  = errors.New("approval already decided")
+)
+
+// Request describes one held upstream request.
+type Request struct {
+	SessionID    string
+	ConnectorFQN string
+	Tool         string
+	Operation    string
+	Method       string
+	Host         string
+	// Path is the request path without the query.
+	Path string
+	// Fields are the operation's audit fields, already redacted where the
+	// spec asks.
+	Fields map[string]string
+}
+
+// Outcome is the result of Await. Its zero value means denied.
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeDenied   Outcome = "denied"
+	OutcomeApproved Outcome = "approved"
+	OutcomeTimeout  Outcome = "timeout"
+	// OutcomeCanceled means the caller's context ended first (the client
+	// went away); the request must not proceed.
+	OutcomeCanceled Outcome = "canceled"
+)
+
+// String returns the outcome's spelling; the zero value is "denied".
+func (o Outcome) String() string {
+	if o == "" {
+		return string(OutcomeDenied)
+	}
+	return string(o)
+}
+
+// IsApproved reports whether the request may proceed. Only
+// OutcomeApproved does.
+func (o Outcome) IsApproved() bool { return o == OutcomeApproved }
+
+// Decision is a person's answer to a pending approval. The zero value is
+// invalid and Decide refuses it.
+type Decision string
+
+// Decisions.
+const (
+	DecisionApprove Decision = "approve"
+	DecisionDeny    Decision = "deny"
+)
+
+// String returns the decision's spelling.
+func (d Decision) String() string { return string(d) }
+
+// ParseDecision parses "approve" or "deny".
+func ParseDecision(s string) (Decision, error) {
+	switch Decision(s) {
+	case DecisionApprove, DecisionDeny:
+		return Decision(s), nil
+	}
+	return "", fmt.Errorf("decision %q is not valid; use \"approve\" or \"deny\"", s)
+}
+
+// Remember says how long a decision applies. The zero value means once.
+type Remember string
+
+// Remember values.
+const (
+	RememberOnce    Remember = "once"
+	RememberSession Remember = "session"
+)
+
+// String returns the spelling; the zero value is "once".
+func (r Remember) String() string {
+	if r == "" {
+		return string(RememberOnce)
+	}
+	return string(r)
+}
+
+// ParseRemember parses "once", "session" or "" (once).
+func ParseRemember(s string) (Remember, error) {
+	switch Remember(s) {
+	case "", RememberOnce:
+		return RememberOnce, nil
+	case RememberSession:
+		return RememberSession, nil
+	}
+	return "", fmt.Errorf("remember %q is not valid; use \"once\" or \"session\"", s)
+}
+
+// States accepted by Broker.List.
+const (
+	StatePending = "pending"
+	StateDecided = "decided"
+	StateAll     = "all"
+)
+
+// IsValidState reports whether s is a state List accepts.
+func IsValidState(s string) bool {
+	return s == StatePending || s == StateDecided || s == StateAll
+}
+
+// Pending is the public view of an approval, pending or decided.
+type Pending struct {
+	ID           string            `json:"id"`
+	SessionID    string            `json:"session_id"`
+	ConnectorFQN string            `json:"connector_fqn"`
+	Tool         string            `json:"tool"`
+	Operation    string            `json:"operation"`
+	Method       string            `json:"method"`
+	Host         string            `json:"host"`
+	Path         string            `json:"path"`
+	Fields       map[string]string `json:"fields,omitempty"`
+	RequestedAt  time.Time         `json:"requested_at"`
+	// State is "pending" or "decided".
+	State string `json:"state"`
+	// Decision is the outcome once decided: approved, denied, timeout or
+	// canceled.
+	Decision string `json:"decision,omitempty"`
+	// Reason says what decided it: approved, denied, timeout or canceled.
+	Reason    string     `json:"reason,omitempty"`
+	DecidedAt *time.Time `json:"decided_at,omitempty"`
+}
+
+func (p Pending) clone() Pending {
+	p.Fields = maps.Clone(p.Fields)
+	if p.DecidedAt != nil {
+		t := *p.DecidedAt
+		p.DecidedAt = &t
+	}
+	return p
+}
+
+func newID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand does not fail on supported platforms; fall back to a
+		// time-based ID rather than panicking.
+		return fmt.Sprintf("%s%024x", IDPrefix, time.Now().UnixNano())
+	}
+	return IDPrefix + hex.EncodeToString(b[:])
+}

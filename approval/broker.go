@@ -1,0 +1,329 @@
+package approval
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aileron-dev/aileron-proxy/audit"
+)
+
+// DefaultHistory is how many decided approvals List keeps when
+// BrokerConfig.History is zero.
+const DefaultHistory = 256
+
+// Audit reasons of approval.decided events.
+const (
+	ReasonApproved   = "approved"
+	ReasonDenied     = "denied"
+	ReasonTimeout    = "timeout"
+	ReasonCanceled   = "canceled"
+	ReasonRemembered = "remembered"
+)
+
+// FieldApprovalID is the key of the approval ID in the Fields of approval
+// audit events.
+const FieldApprovalID = "approval_id"
+
+// BrokerConfig configures a Broker.
+type BrokerConfig struct {
+	// Timeout is how long Await waits for a decision; zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// Audit receives approval.requested and approval.decided events; nil
+	// records nothing.
+	Audit audit.Recorder
+	// Now returns the current time for timestamps; nil means time.Now.
+	Now func() time.Time
+	// OnRequested, when set, is called (without the broker's lock held) each
+	// time a request starts waiting, so a surface can announce it.
+	OnRequested func(Pending)
+	// History is how many decided approvals List remembers; zero means
+	// DefaultHistory.
+	History int
+}
+
+// grantKey identifies what a remembered decision covers.
+type grantKey struct {
+	session, connector, tool, operation string
+}
+
+func keyOf(r Request) grantKey {
+	return grantKey{r.SessionID, r.ConnectorFQN, r.Tool, r.Operation}
+}
+
+// waiter is one held request.
+type waiter struct {
+	key  grantKey
+	view Pending
+	done chan struct{}
+	// outcome is set once, under Broker.mu, before done is closed.
+	outcome Outcome
+}
+
+// Broker holds requests awaiting approval. It is safe for concurrent use.
+type Broker struct {
+	timeout     time.Duration
+	audit       audit.Recorder
+	now         func() time.Time
+	onRequested func(Pending)
+	history     int
+
+	mu         sync.Mutex
+	pending    map[string]*waiter
+	decided    []Pending // oldest first, at most history
+	remembered map[grantKey]Decision
+}
+
+// NewBroker returns a broker with no pending approvals.
+func NewBroker(cfg BrokerConfig) *Broker {
+	b := &Broker{
+		timeout:     cfg.Timeout,
+		audit:       cfg.Audit,
+		now:         cfg.Now,
+		onRequested: cfg.OnRequested,
+		history:     cfg.History,
+		pending:     map[string]*waiter{},
+		remembered:  map[grantKey]Decision{},
+	}
+	if b.timeout <= 0 {
+		b.timeout = DefaultTimeout
+	}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	if b.history <= 0 {
+		b.history = DefaultHistory
+	}
+	return b
+}
+
+// Timeout returns how long Await waits for a decision.
+func (b *Broker) Timeout() time.Duration { return b.timeout }
+
+func (b *Broker) record(e audit.Event) {
+	if b.audit != nil {
+		b.audit.Record(e)
+	}
+}
+
+func eventFor(name string, r Pending) audit.Event {
+	fields := maps.Clone(r.Fields)
+	if fields == nil {
+		fields = map[string]string{}
+	}
+	fields[FieldApprovalID] = r.ID
+	return audit.Event{
+		Event:        name,
+		SessionID:    r.SessionID,
+		ConnectorFQN: r.ConnectorFQN,
+		Tool:         r.Tool,
+		Operation:    r.Operation,
+		Method:       r.Method,
+		Host:         r.Host,
+		Path:         r.Path,
+		Fields:       fields,
+	}
+}
+
+// outcomeOf maps a person's decision to an Await outcome.
+func outcomeOf(d Decision) Outcome {
+	if d == DecisionApprove {
+		return OutcomeApproved
+	}
+	return OutcomeDenied
+}
+
+// Await holds r until a person decides it, the broker's timeout passes or
+// ctx ends, and returns the outcome. Only OutcomeApproved lets the request
+// proceed. A decision remembered for r's session and operation answers at
+// once.
+func (b *Broker) Await(ctx context.Context, r Request) Outcome {
+	now := b.now()
+	view := Pending{
+		ID:           newID(),
+		SessionID:    r.SessionID,
+		ConnectorFQN: r.ConnectorFQN,
+		Tool:         r.Tool,
+		Operation:    r.Operation,
+		Method:       r.Method,
+		Host:         r.Host,
+		Path:         r.Path,
+		Fields:       maps.Clone(r.Fields),
+		RequestedAt:  now,
+		State:        StatePending,
+	}
+	w := &waiter{key: keyOf(r), view: view, done: make(chan struct{})}
+
+	b.mu.Lock()
+	if d, ok := b.remembered[w.key]; ok {
+		out := outcomeOf(d)
+		w.view.State = StateDecided
+		w.view.Decision = out.String()
+		w.view.Reason = ReasonRemembered
+		w.view.DecidedAt = &now
+		b.appendHistoryLocked(w.view)
+		b.mu.Unlock()
+		e := eventFor(audit.EventApprovalDecided, w.view)
+		e.Decision = out.String()
+		e.Reason = ReasonRemembered
+		b.record(e)
+		return out
+	}
+	b.pending[view.ID] = w
+	b.mu.Unlock()
+
+	b.record(eventFor(audit.EventApprovalRequested, view))
+	if b.onRequested != nil {
+		b.onRequested(view.clone())
+	}
+
+	timer := time.NewTimer(b.timeout)
+	defer timer.Stop()
+	select {
+	case <-w.done:
+	case <-timer.C:
+		b.finish(w, OutcomeTimeout, ReasonTimeout)
+	case <-ctx.Done():
+		b.finish(w, OutcomeCanceled, ReasonCanceled)
+	}
+	// Whoever finished first set the outcome before closing done.
+	<-w.done
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return w.outcome
+}
+
+// finish decides w if it is still pending and reports whether it did.
+func (b *Broker) finish(w *waiter, out Outcome, reason string) bool {
+	b.mu.Lock()
+	ok := b.finishLocked(w, out, reason)
+	b.mu.Unlock()
+	if ok {
+		b.audited(w.view, out, reason)
+	}
+	return ok
+}
+
+func (b *Broker) finishLocked(w *waiter, out Outcome, reason string) bool {
+	if _, ok := b.pending[w.view.ID]; !ok {
+		return false
+	}
+	delete(b.pending, w.view.ID)
+	now := b.now()
+	w.outcome = out
+	w.view.State = StateDecided
+	w.view.Decision = out.String()
+	w.view.Reason = reason
+	w.view.DecidedAt = &now
+	b.appendHistoryLocked(w.view)
+	close(w.done)
+	return true
+}
+
+// audited records the approval.decided event of a finished waiter. The
+// event's Decision is approved or denied; Reason says why.
+func (b *Broker) audited(view Pending, out Outcome, reason string) {
+	e := eventFor(audit.EventApprovalDecided, view)
+	e.Decision = OutcomeDenied.String()
+	if out.IsApproved() {
+		e.Decision = OutcomeApproved.String()
+	}
+	e.Reason = reason
+	e.DurationMS = b.now().Sub(view.RequestedAt).Milliseconds()
+	b.record(e)
+}
+
+func (b *Broker) appendHistoryLocked(p Pending) {
+	b.decided = append(b.decided, p)
+	if over := len(b.decided) - b.history; over > 0 {
+		b.decided = slices.Delete(b.decided, 0, over)
+	}
+}
+
+// Decide answers pending approval id. With RememberSession the decision also
+// answers later (and currently pending) requests for the same session,
+// connector, tool and operation.
+func (b *Broker) Decide(id string, d Decision, remember Remember) error {
+	if _, err := ParseDecision(string(d)); err != nil {
+		return fmt.Errorf("deciding approval %q: %w", id, err)
+	}
+	if _, err := ParseRemember(string(remember)); err != nil {
+		return fmt.Errorf("deciding approval %q: %w", id, err)
+	}
+	out := outcomeOf(d)
+	reason := ReasonDenied
+	if out.IsApproved() {
+		reason = ReasonApproved
+	}
+
+	b.mu.Lock()
+	w, ok := b.pending[id]
+	if !ok {
+		err := ErrUnknownApproval
+		for _, p := range b.decided {
+			if p.ID == id {
+				err = ErrAlreadyDecided
+				break
+			}
+		}
+		b.mu.Unlock()
+		return fmt.Errorf("deciding approval %q: %w", id, err)
+	}
+	finished := []*waiter{w}
+	b.finishLocked(w, out, reason)
+	if remember == RememberSession {
+		b.remembered[w.key] = d
+		for _, other := range b.pending {
+			if other.key == w.key {
+				finished = append(finished, other)
+			}
+		}
+		for _, other := range finished[1:] {
+			b.finishLocked(other, out, reason)
+		}
+	}
+	b.mu.Unlock()
+	for _, f := range finished {
+		b.audited(f.view, out, reason)
+	}
+	return nil
+}
+
+// List returns approvals in state "pending", "decided" or "all", oldest
+// first. An unknown state returns nil.
+func (b *Broker) List(state string) []Pending {
+	if !IsValidState(state) {
+		return nil
+	}
+	b.mu.Lock()
+	var out []Pending
+	if state == StateDecided || state == StateAll {
+		for _, p := range b.decided {
+			out = append(out, p.clone())
+		}
+	}
+	if state == StatePending || state == StateAll {
+		for _, w := range b.pending {
+			out = append(out, w.view.clone())
+		}
+	}
+	b.mu.Unlock()
+	slices.SortStableFunc(out, func(a, c Pending) int { return a.RequestedAt.Compare(c.RequestedAt) })
+	return out
+}
+
+// ForgetSession drops the decisions remembered for session id; the daemon
+// calls it when a session ends.
+func (b *Broker) ForgetSession(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k := range b.remembered {
+		if k.session == id {
+			delete(b.remembered, k)
+		}
+	}
+}

@@ -1,0 +1,327 @@
+package session
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aileron-dev/aileron-proxy/ca"
+	"github.com/aileron-dev/aileron-proxy/policy"
+)
+
+// DefaultRetainEnded is how long an ended or expired session is remembered
+// (so it is refused as ended or expired rather than unknown) before Create
+// prunes it.
+const DefaultRetainEnded = time.Hour
+
+// RegistryConfig configures a Registry. Every field is optional.
+type RegistryConfig struct {
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+	// OnEnd, when set, is called once per session when it is ended or first
+	// observed expired, outside the registry's lock (it may call back into
+	// the registry). The daemon uses it to audit session.ended and remove the
+	// session's files.
+	OnEnd func(s *Session, e Ending)
+	// RetainEnded is how long ended and expired sessions are kept for
+	// precise errors; zero means DefaultRetainEnded.
+	RetainEnded time.Duration
+}
+
+// entry is the registry's record of one session.
+type entry struct {
+	sess      *Session
+	proxyHash [sha256.Size]byte
+	apiHash   [sha256.Size]byte
+	ended     bool
+	endedAt   time.Time
+	notified  bool // OnEnd has been called
+}
+
+// Registry holds the daemon's sessions. It is safe for concurrent use.
+type Registry struct {
+	now         func() time.Time
+	onEnd       func(*Session, Ending)
+	retainEnded time.Duration
+
+	mu    sync.Mutex
+	byID  map[string]*entry
+	byAPI map[[sha256.Size]byte]*entry
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry(cfg RegistryConfig) *Registry {
+	r := &Registry{
+		now:         cfg.Now,
+		onEnd:       cfg.OnEnd,
+		retainEnded: cfg.RetainEnded,
+		byID:        map[string]*entry{},
+		byAPI:       map[[sha256.Size]byte]*entry{},
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.retainEnded <= 0 {
+		r.retainEnded = DefaultRetainEnded
+	}
+	return r
+}
+
+// pendingEnd is an OnEnd call to make after the lock is released.
+type pendingEnd struct {
+	sess *Session
+	e    Ending
+}
+
+func (r *Registry) notify(ends []pendingEnd) {
+	if r.onEnd == nil {
+		return
+	}
+	for _, e := range ends {
+		r.onEnd(e.sess, e.e)
+	}
+}
+
+// checkLocked returns the error that makes e unusable at now, or nil, and
+// queues the OnEnd notification of a newly observed expiry.
+func (r *Registry) checkLocked(e *entry, now time.Time, ends *[]pendingEnd) error {
+	if e.ended {
+		return ErrSessionEnded
+	}
+	if e.sess.IsExpired(now) {
+		if !e.notified {
+			e.notified = true
+			*ends = append(*ends, pendingEnd{e.sess, Ending{Reason: EndReasonExpired}})
+		}
+		return ErrSessionExpired
+	}
+	return nil
+}
+
+// Create starts a session for opts and returns it with its secrets. The
+// secrets are not retrievable later.
+func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
+	if opts.Snapshot == nil {
+		return nil, Secrets{}, errors.New("creating a session: no policy snapshot is loaded (the daemon has not finished loading connectors)")
+	}
+	ttl := opts.TTL
+	switch {
+	case ttl == 0:
+		ttl = DefaultTTL
+	case ttl < 0:
+		return nil, Secrets{}, &optionsError{fmt.Sprintf("creating a session: ttl %s is negative; use a positive duration such as 8h", ttl)}
+	case ttl > MaxTTL:
+		return nil, Secrets{}, &optionsError{fmt.Sprintf("creating a session: ttl %s exceeds the maximum of %s; use a shorter ttl", ttl, MaxTTL)}
+	}
+	fqns, err := resolveScope(opts.Snapshot, opts.Connectors)
+	if err != nil {
+		return nil, Secrets{}, err
+	}
+	scope := policy.NewScope(fqns)
+	hosts := opts.Snapshot.Hosts(scope)
+	id, err := newID()
+	if err != nil {
+		return nil, Secrets{}, err
+	}
+	now := r.now()
+	authority, err := ca.New(ca.Config{
+		Hosts:      caHosts(hosts),
+		Validity:   ttl,
+		Now:        r.now,
+		CommonName: "aileron-proxy session " + id,
+	})
+	if err != nil {
+		return nil, Secrets{}, fmt.Errorf("creating the CA of session %s: %w", id, err)
+	}
+	var sec Secrets
+	if sec.ProxySecret, err = newSecret(); err != nil {
+		return nil, Secrets{}, err
+	}
+	if sec.APIToken, err = newSecret(); err != nil {
+		return nil, Secrets{}, err
+	}
+	s := &Session{
+		ID:         id,
+		Scope:      scope,
+		Connectors: fqns,
+		Hosts:      hosts,
+		CA:         authority,
+		CAPEM:      authority.CertPEM(),
+		CreatedAt:  now,
+		ExpiresAt:  now.Add(ttl),
+	}
+	e := &entry{sess: s, proxyHash: digest(sec.ProxySecret), apiHash: digest(sec.APIToken)}
+
+	var ends []pendingEnd
+	r.mu.Lock()
+	r.pruneLocked(now, &ends)
+	r.byID[id] = e
+	r.byAPI[e.apiHash] = e
+	r.mu.Unlock()
+	r.notify(ends)
+	return s, sec, nil
+}
+
+// pruneLocked forgets sessions that ended or expired more than retainEnded
+// ago, notifying expiries not yet observed.
+func (r *Registry) pruneLocked(now time.Time, ends *[]pendingEnd) {
+	for id, e := range r.byID {
+		var since time.Time
+		switch {
+		case e.ended:
+			since = e.endedAt
+		case e.sess.IsExpired(now):
+			since = e.sess.ExpiresAt
+			_ = r.checkLocked(e, now, ends)
+		default:
+			continue
+		}
+		if now.Sub(since) >= r.retainEnded {
+			delete(r.byID, id)
+			delete(r.byAPI, e.apiHash)
+		}
+	}
+}
+
+// AuthenticateProxy returns the live session id whose proxy secret is
+// secret. The secret is checked before the session's state, so a caller
+// without it learns nothing about the session.
+func (r *Registry) AuthenticateProxy(id, secret string) (*Session, error) {
+	d := digest(secret)
+	var ends []pendingEnd
+	r.mu.Lock()
+	e, ok := r.byID[id]
+	var err error
+	switch {
+	case !ok:
+		// Compare anyway so unknown and wrong answers take the same time.
+		var zero [sha256.Size]byte
+		subtle.ConstantTimeCompare(d[:], zero[:])
+		err = ErrUnknownSession
+	case subtle.ConstantTimeCompare(d[:], e.proxyHash[:]) != 1:
+		err = ErrBadCredential
+	default:
+		err = r.checkLocked(e, r.now(), &ends)
+	}
+	r.mu.Unlock()
+	r.notify(ends)
+	if err != nil {
+		return nil, err
+	}
+	return e.sess, nil
+}
+
+// AuthenticateAPI returns the live session whose API token is token.
+func (r *Registry) AuthenticateAPI(token string) (*Session, error) {
+	if token == "" {
+		return nil, ErrBadCredential
+	}
+	d := digest(token)
+	var ends []pendingEnd
+	r.mu.Lock()
+	// The map is keyed by the digest, so lookup time says nothing about the
+	// token; the constant-time compare is the authoritative check.
+	e, ok := r.byAPI[d]
+	var err error
+	switch {
+	case !ok || subtle.ConstantTimeCompare(d[:], e.apiHash[:]) != 1:
+		err = ErrBadCredential
+	default:
+		err = r.checkLocked(e, r.now(), &ends)
+	}
+	r.mu.Unlock()
+	r.notify(ends)
+	if err != nil {
+		return nil, err
+	}
+	return e.sess, nil
+}
+
+// Get returns the live session id; ok is false when it is unknown, ended or
+// expired. Lookup reports which.
+func (r *Registry) Get(id string) (*Session, bool) {
+	s, err := r.Lookup(id)
+	return s, err == nil
+}
+
+// Lookup returns the live session id, or ErrUnknownSession,
+// ErrSessionEnded or ErrSessionExpired.
+func (r *Registry) Lookup(id string) (*Session, error) {
+	var ends []pendingEnd
+	r.mu.Lock()
+	e, ok := r.byID[id]
+	var err error
+	if !ok {
+		err = ErrUnknownSession
+	} else {
+		err = r.checkLocked(e, r.now(), &ends)
+	}
+	r.mu.Unlock()
+	r.notify(ends)
+	if err != nil {
+		return nil, err
+	}
+	return e.sess, nil
+}
+
+// List returns the live sessions, oldest first.
+func (r *Registry) List() []*Session {
+	var ends []pendingEnd
+	now := r.now()
+	r.mu.Lock()
+	var out []*Session
+	for _, e := range r.byID {
+		if r.checkLocked(e, now, &ends) == nil {
+			out = append(out, e.sess)
+		}
+	}
+	r.mu.Unlock()
+	r.notify(ends)
+	slices.SortFunc(out, func(a, b *Session) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		if a.ID < b.ID {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// End ends session id now. Ending an ended session returns ErrSessionEnded;
+// an expired one ErrSessionExpired; an unknown one ErrUnknownSession.
+func (r *Registry) End(id string) error { return r.end(id, nil) }
+
+// EndWithExitCode is End for a session whose sandbox exited with code; the
+// code reaches OnEnd (and so the session.ended audit event).
+func (r *Registry) EndWithExitCode(id string, code int) error { return r.end(id, &code) }
+
+func (r *Registry) end(id string, exitCode *int) error {
+	var ends []pendingEnd
+	now := r.now()
+	r.mu.Lock()
+	e, ok := r.byID[id]
+	var err error
+	switch {
+	case !ok:
+		err = ErrUnknownSession
+	default:
+		if err = r.checkLocked(e, now, &ends); err == nil {
+			e.ended = true
+			e.endedAt = now
+			e.notified = true
+			ends = append(ends, pendingEnd{e.sess, Ending{Reason: EndReasonEnded, ExitCode: exitCode}})
+		}
+	}
+	r.mu.Unlock()
+	r.notify(ends)
+	if err != nil {
+		return fmt.Errorf("ending session %q: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,223 @@
+// Package session keeps the sandbox sessions of one daemon: each session has
+// its own ID, proxy secret, API token, per-session CA and the set of
+// connectors (its policy scope) it may use.
+//
+// Secrets are generated here and returned exactly once, in Secrets, when a
+// session is created; the Registry keeps only their SHA-256 digests and
+// compares them in constant time. Expired and ended sessions are refused
+// wherever a session is looked up; expiry is checked at use, so no janitor
+// goroutine is needed.
+package session
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aileron-dev/aileron-proxy/ca"
+	"github.com/aileron-dev/aileron-proxy/policy"
+)
+
+// Defaults and limits for session lifetimes.
+const (
+	// DefaultTTL is the lifetime of a session created without a TTL.
+	DefaultTTL = 8 * time.Hour
+	// MaxTTL is the longest lifetime a session may ask for.
+	MaxTTL = 7 * 24 * time.Hour
+	// IDPrefix starts every session ID.
+	IDPrefix = "ses_"
+)
+
+// Errors returned when a session cannot be used. Callers check them with
+// errors.Is; the messages are safe to show to a client.
+var (
+	ErrUnknownSession = errors.New("unknown session")
+	ErrSessionExpired = errors.New("session expired")
+	ErrSessionEnded   = errors.New("session ended")
+	ErrBadCredential  = errors.New("invalid session credential")
+	// ErrInvalidOptions matches (errors.Is) every Create error caused by
+	// the caller's options: a bad TTL or unknown connectors.
+	ErrInvalidOptions = errors.New("invalid session options")
+)
+
+// optionsError is a Create error caused by the caller's options.
+type optionsError struct{ msg string }
+
+func (e *optionsError) Error() string { return e.msg }
+
+// Is makes errors.Is(err, ErrInvalidOptions) true.
+func (e *optionsError) Is(target error) bool { return target == ErrInvalidOptions }
+
+// Session is one sandbox session. Its fields never change after Create; the
+// registry tracks whether it has ended.
+type Session struct {
+	// ID is "ses_" followed by 24 lower-case hex characters. It is not a
+	// secret: it appears in proxy URLs, logs and audit events.
+	ID string
+	// Scope is the set of connectors the session may use.
+	Scope policy.Scope
+	// Connectors are the FQNs in Scope, sorted.
+	Connectors []string
+	// Hosts are the normalized host:port values the session intercepts at
+	// creation time, sorted.
+	Hosts []string
+	// CA is the session's certificate authority; its key never leaves the
+	// process.
+	CA *ca.Authority
+	// CAPEM is the PEM encoding of the CA certificate.
+	CAPEM []byte
+	// CreatedAt and ExpiresAt bound the session's life.
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// IsExpired reports whether the session's lifetime has passed at now.
+func (s *Session) IsExpired(now time.Time) bool { return !now.Before(s.ExpiresAt) }
+
+// Secrets are a session's credentials, returned once by Create. String and
+// GoString redact them so they cannot leak through a log or %v.
+type Secrets struct {
+	// ProxySecret is the password of the session's proxy URL
+	// (http://<id>:<secret>@<proxy>).
+	ProxySecret string
+	// APIToken is the bearer token of the sandbox-side API endpoints.
+	APIToken string
+}
+
+// String redacts the secrets.
+func (Secrets) String() string { return "session.Secrets{[REDACTED]}" }
+
+// GoString redacts the secrets.
+func (s Secrets) GoString() string { return s.String() }
+
+// EndReason says why a session ended.
+type EndReason string
+
+// End reasons.
+const (
+	// EndReasonEnded means End was called.
+	EndReasonEnded EndReason = "ended"
+	// EndReasonExpired means the session's TTL passed.
+	EndReasonExpired EndReason = "expired"
+)
+
+// String returns the reason's spelling.
+func (r EndReason) String() string { return string(r) }
+
+// Ending describes how a session ended, for RegistryConfig.OnEnd.
+type Ending struct {
+	Reason EndReason
+	// ExitCode is the sandbox's exit status when the caller reported one
+	// (EndWithExitCode); nil otherwise.
+	ExitCode *int
+}
+
+// CreateOptions describe a new session.
+type CreateOptions struct {
+	// Connectors are the FQNs the session may use; empty means every
+	// connector active in Snapshot.
+	Connectors []string
+	// TTL is the session's lifetime; zero means DefaultTTL. It must not
+	// exceed MaxTTL.
+	TTL time.Duration
+	// Snapshot is the current policy. Required.
+	Snapshot *policy.Snapshot
+}
+
+// newID returns "ses_" + 24 hex characters (96 random bits).
+func newID() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("reading random bytes for a session ID: %w", err)
+	}
+	return IDPrefix + hex.EncodeToString(b[:]), nil
+}
+
+// newSecret returns 32 random bytes in unpadded base64url.
+func newSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("reading random bytes for a session secret: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+func digest(secret string) [sha256.Size]byte { return sha256.Sum256([]byte(secret)) }
+
+// resolveScope checks the requested FQNs against the snapshot and returns
+// them sorted and de-duplicated.
+func resolveScope(snap *policy.Snapshot, requested []string) ([]string, error) {
+	var available []string
+	for _, c := range snap.Connectors() {
+		available = append(available, c.Spec.Connector.FQN)
+	}
+	if len(requested) == 0 {
+		// Every active connector; none installed gives an empty scope (the
+		// session intercepts nothing, which passthrough-only sandboxes use).
+		return available, nil
+	}
+	var fqns, unknown []string
+	for _, f := range requested {
+		f = strings.TrimSpace(f)
+		if _, ok := snap.Connector(f); !ok {
+			unknown = append(unknown, fmt.Sprintf("%q", f))
+			continue
+		}
+		fqns = append(fqns, f)
+	}
+	if len(unknown) > 0 {
+		avail := "none are installed; install one with `aileron-proxy connector install PATH`"
+		if len(available) > 0 {
+			avail = "installed: " + strings.Join(available, ", ")
+		}
+		return nil, &UnknownConnectorsError{Unknown: unknownNames(unknown), Available: available,
+			msg: fmt.Sprintf("creating a session: unknown connector %s (%s)", strings.Join(unknown, ", "), avail)}
+	}
+	slices.Sort(fqns)
+	return slices.Compact(fqns), nil
+}
+
+func unknownNames(quoted []string) []string {
+	out := make([]string, len(quoted))
+	for i, q := range quoted {
+		out[i] = strings.Trim(q, `"`)
+	}
+	return out
+}
+
+// UnknownConnectorsError is returned by Create when a requested connector is
+// not active in the snapshot.
+type UnknownConnectorsError struct {
+	// Unknown are the requested FQNs that are not active.
+	Unknown []string
+	// Available are the FQNs that are, sorted.
+	Available []string
+	msg       string
+}
+
+func (e *UnknownConnectorsError) Error() string { return e.msg }
+
+// Is makes errors.Is(err, ErrInvalidOptions) true.
+func (e *UnknownConnectorsError) Is(target error) bool { return target == ErrInvalidOptions }
+
+// caHosts strips ports from normalized host:port values for the CA's name
+// constraints, de-duplicated and sorted.
+func caHosts(hostports []string) []string {
+	var out []string
+	for _, hp := range hostports {
+		h, _, err := net.SplitHostPort(hp)
+		if err != nil {
+			h = strings.Trim(hp, "[]")
+		}
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
