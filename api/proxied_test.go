@@ -226,8 +226,8 @@ func TestSandboxProxyRequest(t *testing.T) {
 	if got.Auth != "Bearer "+canary {
 		t.Errorf("upstream Authorization = %q, want the injected credential, not the sandbox's", got.Auth)
 	}
-	if ev := proxiedEvent(t, h, env.AuditID); ev.Source == SourceRunEndpoint {
-		t.Errorf("a sandbox-proxy request was audited as %q", ev.Source)
+	if ev := proxiedEvent(t, h, env.AuditID); ev.Source != SourceSandboxProxy {
+		t.Errorf("a sandbox-proxy request was audited as %q, want %q (even when the caller claims run_endpoint)", ev.Source, SourceSandboxProxy)
 	}
 }
 

@@ -1,0 +1,376 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/elazarl/goproxy"
+	"go.uber.org/zap"
+
+	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/policy"
+)
+
+// maxListedHosts caps the hosts listed in a CONNECT refusal.
+const maxListedHosts = 50
+
+// connectState travels in the CONNECT request's context from serveOuter
+// through goproxy to handleConnect and hijackConnect.
+type connectState struct {
+	tunnel   *tunnel
+	hijacked bool
+}
+
+type connectStateKey struct{}
+
+// tunnel is one accepted CONNECT.
+type tunnel struct {
+	s    *Server
+	sess Session
+	mode string
+	// target is the normalized CONNECT host:port; host is its lower-case,
+	// unbracketed host without a trailing dot.
+	target string
+	host   string
+	port   int
+	// hostHeader is the Host value sent upstream.
+	hostHeader string
+	leaf       *tls.Certificate
+	opened     time.Time
+
+	// client and upstream are set under s.mu; upstream only for passthrough.
+	client   net.Conn
+	upstream net.Conn
+
+	releaseOnce sync.Once
+}
+
+// release forgets the tunnel; it runs once, when the client connection
+// closes (or when a reserved tunnel is never hijacked).
+func (t *tunnel) release() {
+	t.releaseOnce.Do(func() {
+		s := t.s
+		s.mu.Lock()
+		delete(s.tunnels, t)
+		if n := s.perSession[t.sess.ID] - 1; n > 0 {
+			s.perSession[t.sess.ID] = n
+		} else {
+			delete(s.perSession, t.sess.ID)
+		}
+		drained := s.shuttingDown && len(s.tunnels) == 0
+		s.mu.Unlock()
+		s.metrics.tunnelGauge(t.mode).Dec()
+		if drained {
+			s.drainedOnce.Do(func() { close(s.drained) })
+		}
+	})
+}
+
+// tunnelConn is the client side of a tunnel; closing it releases the tunnel.
+// The TLS config finds the tunnel through it (ClientHelloInfo.Conn).
+type tunnelConn struct {
+	net.Conn
+	t *tunnel
+}
+
+func (c *tunnelConn) Close() error {
+	err := c.Conn.Close()
+	c.t.release()
+	return err
+}
+
+// CloseWrite half-closes a TCP connection; other conns are left open.
+func (c *tunnelConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// openTunnel reserves a tunnel for sess, enforcing the per-session limit.
+func (s *Server) openTunnel(sess Session, mode, target, host string, port int) (*tunnel, int, string) {
+	t := &tunnel{s: s, sess: sess, mode: mode, target: target, host: host, port: port, opened: s.now()}
+	t.hostHeader = target
+	if port == 443 {
+		t.hostHeader = host
+		if strings.Contains(host, ":") {
+			t.hostHeader = "[" + host + "]"
+		}
+	}
+	s.mu.Lock()
+	if s.shuttingDown {
+		s.mu.Unlock()
+		return nil, http.StatusServiceUnavailable, codeShuttingDown
+	}
+	if s.perSession[sess.ID] >= s.limits.MaxTunnelsPerSession {
+		s.mu.Unlock()
+		return nil, http.StatusTooManyRequests, codeTooManyTunnels
+	}
+	s.perSession[sess.ID]++
+	s.tunnels[t] = struct{}{}
+	s.mu.Unlock()
+	s.metrics.tunnelGauge(mode).Inc()
+	return t, 0, ""
+}
+
+var errNoProxyCredential = errors.New("no Basic Proxy-Authorization credential")
+
+// parseProxyAuth decodes "Basic base64(id:secret)".
+func parseProxyAuth(h string) (id, secret string, ok bool) {
+	const prefix = "basic "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", "", false
+	}
+	dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(h[len(prefix):]))
+	if err != nil {
+		return "", "", false
+	}
+	id, secret, ok = strings.Cut(string(dec), ":")
+	if !ok || id == "" || secret == "" {
+		return "", "", false
+	}
+	return id, secret, true
+}
+
+func (s *Server) authenticate(r *http.Request) (Session, error) {
+	id, secret, ok := parseProxyAuth(r.Header.Get(headerProxyAuthorize))
+	if !ok {
+		return Session{}, errNoProxyCredential
+	}
+	sess, err := s.cfg.Sessions.AuthenticateProxy(id, secret)
+	if err != nil {
+		return Session{}, err
+	}
+	if sess.ID == "" {
+		return Session{}, errors.New("the authenticator returned a session without an ID")
+	}
+	return sess, nil
+}
+
+const proxyAuthMessage = "this proxy needs the session's credential: send Proxy-Authorization: Basic base64(<session id>:<secret>), " +
+	"e.g. use the proxy_url from `aileron-proxy session create` (http://<id>:<secret>@host:port) as HTTPS_PROXY; " +
+	"ended and expired sessions are refused"
+
+// handleConnect is goproxy's CONNECT hook: authenticate, decide, reserve.
+func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	r := ctx.Req
+	st, _ := r.Context().Value(connectStateKey{}).(*connectState)
+	start := s.now()
+	ev := audit.Event{Event: audit.EventDenied, Method: http.MethodConnect, Host: host, Source: sourceProxy}
+	if st == nil {
+		ctx.Resp = s.refuseConnect(ev, start, http.StatusInternalServerError, errorDetail{Code: "internal", Message: "CONNECT reached the proxy by an unexpected path"}, nil)
+		return s.rejectAction, host
+	}
+	sess, err := s.authenticate(r)
+	if err != nil {
+		s.log.Debug("proxy authentication failed", zap.String("host", host), zap.Error(err))
+		hdr := http.Header{headerProxyAuthentic: {proxyAuthRealm}}
+		ctx.Resp = s.refuseConnect(ev, start, http.StatusProxyAuthRequired,
+			errorDetail{Code: codeProxyAuthRequired, Message: proxyAuthMessage}, hdr)
+		return s.rejectAction, host
+	}
+	ev.SessionID = sess.ID
+	target := policy.NormalizeHost(host)
+	hostname, port, err := splitTarget(target)
+	if err != nil {
+		ctx.Resp = s.refuseConnect(ev, start, http.StatusBadRequest, errorDetail{Code: codeBadTarget,
+			Message: fmt.Sprintf("CONNECT target %q is not host:port", host)}, nil)
+		return s.rejectAction, host
+	}
+	ev.Host = target
+	mode := ""
+	snap := s.cfg.Policy()
+	switch {
+	case snap != nil && snap.Intercepts(sess.Scope, target):
+		mode = modeIntercept
+	case matchPassthrough(s.globs, hostname, port):
+		mode = modePassthrough
+	default:
+		var hosts []string
+		if snap != nil {
+			hosts = snap.Hosts(sess.Scope)
+		}
+		ctx.Resp = s.refuseConnect(ev, start, http.StatusForbidden, hostNotAllowed(target, sess.ID, hosts), nil)
+		return s.rejectAction, host
+	}
+	t, status, code := s.openTunnel(sess, mode, target, hostname, port)
+	if t == nil {
+		d := errorDetail{Code: code, Host: target}
+		var hdr http.Header
+		if code == codeTooManyTunnels {
+			d.Message = fmt.Sprintf("session %s already has %d open tunnels, the limit; close idle connections or retry later",
+				sess.ID, s.limits.MaxTunnelsPerSession)
+			secs := int((s.limits.RetryAfter + time.Second - 1) / time.Second)
+			hdr = http.Header{"Retry-After": {strconv.Itoa(secs)}}
+		} else {
+			d.Message = "the proxy is shutting down; retry against the new daemon"
+		}
+		ctx.Resp = s.refuseConnect(ev, start, status, d, hdr)
+		return s.rejectAction, host
+	}
+	if mode == modeIntercept {
+		var leaf *tls.Certificate
+		err := errors.New("the session has no CA")
+		if sess.CA != nil {
+			leaf, err = sess.CA.Leaf(hostname)
+		}
+		if err != nil {
+			s.metrics.leafErr.Inc()
+			t.release()
+			s.log.Warn("issuing session leaf failed", zap.String("session_id", sess.ID), zap.String("host", target), zap.Error(err))
+			ctx.Resp = s.refuseConnect(ev, start, http.StatusForbidden, errorDetail{Code: codeHostNotAllowed, Host: target,
+				Message: fmt.Sprintf("session %s's certificate authority cannot vouch for %s (the host was added to a connector after the session was created); create a new session", sess.ID, hostname)}, nil)
+			return s.rejectAction, host
+		}
+		s.metrics.leafOK.Inc()
+		t.leaf = leaf
+	} else {
+		dctx, cancel := context.WithTimeout(r.Context(), s.limits.DialTimeout)
+		up, err := s.dialer.DialContext(dctx, "tcp", target)
+		cancel()
+		if err != nil {
+			t.release()
+			status, code, msg := classifyUpstreamError(err, target)
+			ev.Event = audit.EventPassthrough
+			ctx.Resp = s.refuseConnect(ev, start, status, errorDetail{Code: code, Message: msg, Host: target}, nil)
+			return s.rejectAction, host
+		}
+		s.mu.Lock()
+		t.upstream = up
+		s.mu.Unlock()
+	}
+	st.tunnel = t
+	return s.hijackAction, host
+}
+
+// hostNotAllowed explains a refused CONNECT.
+func hostNotAllowed(target, sessionID string, hosts []string) errorDetail {
+	listed := hosts
+	more := ""
+	if len(listed) > maxListedHosts {
+		more = fmt.Sprintf(" (and %d more)", len(listed)-maxListedHosts)
+		listed = listed[:maxListedHosts]
+	}
+	msg := fmt.Sprintf("CONNECT to %s is not allowed: no connector of session %s lists this host and it is not a passthrough host", target, sessionID)
+	if len(listed) > 0 {
+		msg += "; hosts this session may reach: " + strings.Join(listed, ", ") + more
+	} else {
+		msg += "; this session may reach no hosts"
+	}
+	if listed == nil {
+		listed = []string{}
+	}
+	return errorDetail{Code: codeHostNotAllowed, Message: msg, Host: target, AllowedHosts: listed}
+}
+
+// refuseConnect builds the response goproxy writes before closing the
+// connection, and records the decision.
+func (s *Server) refuseConnect(ev audit.Event, start time.Time, status int, d errorDetail, hdr http.Header) *http.Response {
+	id := audit.NewID()
+	ev.AuditID = id
+	ev.Status = status
+	ev.Reason = d.Code
+	ev.Decision = decisionDenied
+	decision := decisionDenied
+	if status >= 500 {
+		ev.Decision = decisionError
+		decision = decisionError
+	}
+	ev.DurationMS = s.now().Sub(start).Milliseconds()
+	s.cfg.Audit.Record(ev)
+	s.metrics.decision(false, d.Code)
+	s.log.Warn("connect refused",
+		zap.String("session_id", ev.SessionID), zap.String("method", http.MethodConnect),
+		zap.String("host", ev.Host), zap.String("decision", ev.Decision), zap.String("reason", d.Code),
+		zap.Int("status", status), zap.String("audit_id", id))
+
+	body := marshalError(d)
+	if hdr == nil {
+		hdr = http.Header{}
+	}
+	hdr.Set("Content-Type", contentTypeJSON)
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set(headerDecision, decision)
+	hdr.Set(headerAuditID, id)
+	return &http.Response{
+		Status:        strconv.Itoa(status) + " " + http.StatusText(status),
+		StatusCode:    status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        hdr,
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Close:         true,
+	}
+}
+
+// hijackConnect runs on the client connection goproxy hijacked: reply 200,
+// then intercept or tunnel.
+func (s *Server) hijackConnect(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
+	st, _ := req.Context().Value(connectStateKey{}).(*connectState)
+	if st == nil || st.tunnel == nil {
+		_ = client.Close()
+		return
+	}
+	st.hijacked = true
+	t := st.tunnel
+	_ = client.SetDeadline(time.Time{})
+	tc := &tunnelConn{Conn: client, t: t}
+	s.mu.Lock()
+	t.client = tc
+	s.mu.Unlock()
+	if _, err := io.WriteString(client, connectEstablishedMsg); err != nil {
+		if t.upstream != nil {
+			_ = t.upstream.Close()
+		}
+		_ = tc.Close()
+		return
+	}
+	if t.mode == modePassthrough {
+		s.runPassthrough(t, tc)
+		return
+	}
+	s.intercept(t, tc)
+}
+
+// getCertificate presents the tunnel's leaf, chosen by the CONNECT host; an
+// SNI naming another host fails the handshake.
+func (s *Server) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	tc, ok := hello.Conn.(*tunnelConn)
+	if !ok || tc.t.leaf == nil {
+		return nil, errors.New("no intercepted tunnel for this connection")
+	}
+	t := tc.t
+	if sni := strings.TrimSuffix(hello.ServerName, "."); sni != "" && !strings.EqualFold(sni, t.host) {
+		return nil, fmt.Errorf("client SNI %q does not match the CONNECT host %q", hello.ServerName, t.host)
+	}
+	return t.leaf, nil
+}
+
+// intercept terminates TLS and hands the connection to the inner server,
+// which serves HTTP/1.1 or HTTP/2 (by ALPN) through one handler.
+func (s *Server) intercept(t *tunnel, tc *tunnelConn) {
+	_ = tc.SetDeadline(time.Now().Add(s.limits.TLSHandshakeTimeout))
+	conn := tls.Server(tc, s.tlsConfig)
+	if err := conn.Handshake(); err != nil {
+		s.log.Warn("client TLS handshake failed", zap.String("session_id", t.sess.ID), zap.String("host", t.target), zap.Error(err))
+		_ = conn.Close()
+		return
+	}
+	_ = tc.SetDeadline(time.Time{})
+	if !s.innerLn.push(conn) {
+		_ = conn.Close()
+	}
+}

@@ -1,0 +1,35 @@
+// Package proxy is aileron-proxy's single enforcement point: an
+// authenticating MITM forward proxy.
+//
+// A client (a sandbox tool, or the control API's run endpoint) sends
+// CONNECT host:port with Proxy-Authorization: Basic base64(sessionID:secret).
+// github.com/elazarl/goproxy parses and routes the CONNECT; the proxy then
+// decides it:
+//
+//   - intercepted when the session's connectors list the host: the proxy
+//     answers 200, terminates TLS itself with the session's leaf for the
+//     CONNECT host (never goproxy's built-in CA, never an SNI-chosen name),
+//     offers h2 and http/1.1 by ALPN, and serves every request of the tunnel
+//     (HTTP/1.1 keep-alive and each HTTP/2 stream) through one handler;
+//   - tunnelled blind when the host matches a configured passthrough glob;
+//   - refused with 403 (or 407 without a valid proxy credential) otherwise.
+//
+// Inside an intercepted tunnel every request is pinned to the CONNECT target
+// (421 otherwise), decided by a fresh policy snapshot, held for approval when
+// its operation asks for it, and, when allowed, sent upstream over one pooled
+// transport with the client's Authorization, Proxy-* and hop-by-hop headers
+// removed and the connector's credential injected. Responses stream back
+// unbuffered; for credentialed operations every injected secret is scrubbed
+// from response headers and bodies. Each decision produces one audit event and
+// one log line; secrets, header values, query strings and bodies never reach
+// either.
+//
+// Upstream addresses are resolved by the proxy and private, loopback,
+// link-local, CGNAT, ULA, multicast and cloud-metadata addresses are refused
+// unless the operator mapped the host with Config.Resolve; the proxy dials the
+// address it checked.
+//
+// Responses the proxy originates carry X-Aileron-Decision ("denied" for
+// refusals, "error" for upstream failures) and X-Aileron-Audit-Id; proxied
+// responses carry X-Aileron-Audit-Id too, so the run endpoint can report it.
+package proxy

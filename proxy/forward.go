@@ -1,0 +1,362 @@
+package proxy
+
+import (
+	"compress/gzip"
+	"compress/zlib"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/credentials"
+)
+
+// countingBody counts the request body bytes the transport reads; the
+// transport may still be reading when the response arrives, hence atomic.
+type countingBody struct {
+	rc io.ReadCloser
+	n  atomic.Int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.rc.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingBody) Close() error { return c.rc.Close() }
+
+// forward sends an allowed request upstream and streams the response back.
+func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.Injector, reason string) {
+	r, t := x.r, x.t
+	id := audit.NewID()
+	x.ev.AuditID = id
+	x.ev.Event = audit.EventProxied
+	x.ev.Decision = decisionAllowed
+	x.ev.Reason = reason
+
+	out := r.WithContext(r.Context())
+	out.RequestURI = ""
+	out.Close = false
+	out.URL = &url.URL{Scheme: "https", Host: t.target, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	out.Host = t.hostHeader
+	stripHeader(out.Header, true)
+	var body *countingBody
+	if r.Body != nil && r.Body != http.NoBody {
+		body = &countingBody{rc: r.Body}
+		out.Body = body
+	}
+
+	var scrub *credentials.Scrubber
+	if inj != nil {
+		sc, err := inj.Apply(r.Context(), out)
+		if err != nil {
+			s.log.Error("applying credential failed", zap.String("session_id", t.sess.ID),
+				zap.String("connector", x.ev.ConnectorFQN), zap.String("credential_kind", x.ev.CredentialKind), zap.Error(err))
+			s.upstreamFailed(w, x, http.StatusBadGateway, codeCredentialUnavailable,
+				fmt.Sprintf("the %s credential of %s could not be produced (its source failed); ask the operator to check `aileron-proxy credential list`",
+					x.ev.CredentialKind, x.ev.ConnectorFQN))
+			return
+		}
+		scrub = sc
+		out.Header.Set("Accept-Encoding", "identity")
+	}
+
+	sent := time.Now()
+	resp, err := s.transport.RoundTrip(out)
+	if body != nil {
+		x.ev.BytesIn = body.n.Load()
+	}
+	if err != nil {
+		status, code, msg := classifyUpstreamError(err, t.target)
+		s.log.Debug("upstream round trip failed", zap.String("host", t.target), zap.Error(err))
+		s.upstreamFailed(w, x, status, code, msg)
+		return
+	}
+	s.metrics.upstream.Observe(time.Since(sent).Seconds())
+	defer resp.Body.Close()
+
+	src := io.Reader(resp.Body)
+	decoded := false
+	if scrub != nil {
+		rc, ok, err := identityBody(resp)
+		if err != nil || !ok {
+			s.upstreamFailed(w, x, http.StatusBadGateway, codeUpstreamEncoding,
+				fmt.Sprintf("%s answered with Content-Encoding %q although asked for identity; the proxy cannot scrub credentials from it", t.target, resp.Header.Get("Content-Encoding")))
+			return
+		}
+		decoded = rc != resp.Body
+		if decoded {
+			defer rc.Close()
+		}
+		scrub.Header(resp.Header)
+		if !decoded && r.Method != http.MethodHead && resp.ContentLength >= 0 && resp.ContentLength <= smallBodyMax {
+			s.writeSmallScrubbed(w, x, resp, scrub, reason)
+			return
+		}
+		src = scrub.Reader(rc)
+	}
+
+	writeResponseHeader(w, resp, decoded)
+	w.Header().Set(headerAuditID, id)
+	w.WriteHeader(resp.StatusCode)
+	n, cerr := s.copyBody(w, src)
+	if body != nil {
+		x.ev.BytesIn = body.n.Load()
+	}
+	x.ev.BytesOut = n
+	x.ev.Status = resp.StatusCode
+	if cerr != nil {
+		x.ev.Reason = "stream_aborted"
+		s.record(x, zapcore.WarnLevel, "request proxied, stream aborted")
+		s.metrics.decision(true, reason)
+		// Abort so the client cannot mistake a truncated body for a whole one.
+		panic(http.ErrAbortHandler)
+	}
+	if len(resp.Trailer) > 0 {
+		scrub.Header(resp.Trailer)
+		writeTrailers(w, resp)
+	}
+	s.record(x, zapcore.InfoLevel, "request proxied")
+	s.metrics.decision(true, reason)
+}
+
+// smallBodyMax is the largest known-length credentialed response body that is
+// read whole (into a pooled buffer) and masked in one piece; larger and
+// unknown-length bodies stream through Scrubber.Reader. Both keep memory
+// bounded; this path only avoids the streaming scrubber's per-response window.
+const smallBodyMax = 16 << 10
+
+// writeSmallScrubbed finishes forward for a small known-length body.
+func (s *Server) writeSmallScrubbed(w http.ResponseWriter, x *exchange, resp *http.Response, scrub *credentials.Scrubber, reason string) {
+	bufp := s.bufPool.Get().(*[]byte)
+	defer s.bufPool.Put(bufp)
+	body := (*bufp)[:resp.ContentLength]
+	n, err := io.ReadFull(resp.Body, body)
+	x.ev.Status = resp.StatusCode
+	if err != nil {
+		s.log.Debug("reading upstream body failed", zap.String("host", x.t.target), zap.Error(err))
+		s.upstreamFailed(w, x, http.StatusBadGateway, codeUpstreamUnreachable,
+			fmt.Sprintf("%s closed the connection after %d of %d body bytes", x.t.target, n, resp.ContentLength))
+		return
+	}
+	masked := scrub.Bytes(body)
+	writeResponseHeader(w, resp, false)
+	w.Header().Set(headerAuditID, x.ev.AuditID)
+	w.WriteHeader(resp.StatusCode)
+	wn, werr := w.Write(masked)
+	x.ev.BytesOut = int64(wn)
+	if werr != nil {
+		x.ev.Reason = "stream_aborted"
+		s.record(x, zapcore.WarnLevel, "request proxied, stream aborted")
+		s.metrics.decision(true, reason)
+		panic(http.ErrAbortHandler)
+	}
+	// Read to EOF: the transport then reuses the connection, and trailers
+	// (which follow the body) are filled in.
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if len(resp.Trailer) > 0 {
+		scrub.Header(resp.Trailer)
+		writeTrailers(w, resp)
+	}
+	s.record(x, zapcore.InfoLevel, "request proxied")
+	s.metrics.decision(true, reason)
+}
+
+// upstreamFailed answers a request the proxy allowed but could not complete.
+func (s *Server) upstreamFailed(w http.ResponseWriter, x *exchange, status int, code, msg string) {
+	writeError(w, status, decisionError, x.ev.AuditID, errorDetail{Code: code, Message: msg,
+		Method: x.r.Method, Host: x.t.target, Path: x.path})
+	x.ev.Status = status
+	x.ev.Reason = code
+	x.ev.Decision = decisionError
+	s.metrics.upstreamErrors.WithLabelValues(code).Inc()
+	s.record(x, zapcore.WarnLevel, "request allowed, upstream failed")
+	s.metrics.decision(true, x.ev.Reason)
+}
+
+// classifyUpstreamError maps a dial or round-trip failure to a status, a
+// code and a message that leaks no internals.
+func classifyUpstreamError(err error, target string) (int, string, string) {
+	var ne net.Error
+	switch {
+	case isAddressRefused(err):
+		return http.StatusBadGateway, codeUpstreamAddressRefused,
+			fmt.Sprintf("%s resolves only to private, loopback, link-local or metadata addresses, which the proxy never dials", target)
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return http.StatusGatewayTimeout, codeUpstreamTimeout, fmt.Sprintf("%s did not answer in time", target)
+	default:
+		return http.StatusBadGateway, codeUpstreamUnreachable, fmt.Sprintf("%s could not be reached", target)
+	}
+}
+
+// hopHeaders are removed in both directions (RFC 9110 section 7.6.1, plus
+// the de-facto Proxy-Connection and Keep-Alive).
+var hopHeaders = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// stripHeader removes, in place, the client's hop-by-hop headers (including
+// those the Connection header lists), Proxy-*, X-Aileron-* and, when
+// dropAuth, Authorization. "Te: trailers" survives, as in
+// httputil.ReverseProxy. The handler owns the inbound request's header, so
+// the outbound request reuses it instead of copying.
+func stripHeader(h http.Header, dropAuth bool) {
+	if c := h["Connection"]; len(c) > 0 {
+		for _, v := range c {
+			for f := range strings.SplitSeq(v, ",") {
+				if f = textproto.TrimString(f); f != "" {
+					delete(h, textproto.CanonicalMIMEHeaderKey(f))
+				}
+			}
+		}
+	}
+	for k, vv := range h {
+		switch {
+		case hopHeaders[k]:
+			delete(h, k)
+			if k == "Te" && hasToken(vv, "trailers") {
+				h["Te"] = []string{"trailers"}
+			}
+		case dropAuth && k == "Authorization",
+			strings.HasPrefix(k, "Proxy-"),
+			strings.HasPrefix(k, aileronHeaderPrefix):
+			delete(h, k)
+		}
+	}
+}
+
+// writeResponseHeader copies the upstream's headers to w, dropping hop-by-hop
+// and X-Aileron-* headers, and announces trailers.
+func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded bool) {
+	dst := w.Header()
+	var listed []string
+	for _, v := range resp.Header["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = textproto.TrimString(f); f != "" {
+				listed = append(listed, textproto.CanonicalMIMEHeaderKey(f))
+			}
+		}
+	}
+	for k, vv := range resp.Header {
+		if hopHeaders[k] || strings.HasPrefix(k, "Proxy-") || strings.HasPrefix(k, aileronHeaderPrefix) ||
+			(len(listed) > 0 && containsString(listed, k)) {
+			continue
+		}
+		if decoded && (k == "Content-Encoding" || k == "Content-Length") {
+			continue
+		}
+		dst[k] = vv
+	}
+	if len(resp.Trailer) > 0 {
+		keys := make([]string, 0, len(resp.Trailer))
+		for k := range resp.Trailer {
+			keys = append(keys, k)
+		}
+		dst["Trailer"] = []string{strings.Join(keys, ", ")}
+	}
+}
+
+// writeTrailers sets the upstream's trailers after the body; announced keys
+// by name, late ones with http.TrailerPrefix.
+func writeTrailers(w http.ResponseWriter, resp *http.Response) {
+	announced := w.Header()["Trailer"]
+	for k, vv := range resp.Trailer {
+		if hopHeaders[k] || strings.HasPrefix(k, aileronHeaderPrefix) {
+			continue
+		}
+		if hasToken(announced, k) {
+			w.Header()[k] = vv
+		} else {
+			w.Header()[http.TrailerPrefix+k] = vv
+		}
+	}
+}
+
+// identityBody returns the response body without content coding, so the
+// scrubber can see the bytes: gzip and deflate are decoded, identity passes,
+// anything else is refused (ok false).
+func identityBody(resp *http.Response) (io.ReadCloser, bool, error) {
+	ce := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding")))
+	switch ce {
+	case "", "identity":
+		return resp.Body, true, nil
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			return nil, false, fmt.Errorf("reading gzip body: %w", err)
+		}
+		return zr, true, nil
+	case "deflate":
+		zr, err := zlib.NewReader(resp.Body)
+		if err != nil {
+			return nil, false, fmt.Errorf("reading deflate body: %w", err)
+		}
+		return zr, true, nil
+	default:
+		return nil, false, nil
+	}
+}
+
+// copyBody streams src to w through a pooled buffer and flushes after every
+// write, so nothing the upstream sent waits in a buffer (SSE, slow or
+// trickling bodies). A body that arrives in one read costs one write either
+// way; large bodies are written through in 32 KiB pieces.
+func (s *Server) copyBody(w http.ResponseWriter, src io.Reader) (int64, error) {
+	bufp := s.bufPool.Get().(*[]byte)
+	defer s.bufPool.Put(bufp)
+	buf := *bufp
+	flusher, _ := w.(http.Flusher)
+	var total int64
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			wn, werr := w.Write(buf[:n])
+			total += int64(wn)
+			if werr != nil {
+				return total, werr
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return total, nil
+		}
+		if rerr != nil {
+			return total, rerr
+		}
+	}
+}
+
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(textproto.TrimString(f), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

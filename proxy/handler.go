@@ -1,0 +1,301 @@
+package proxy
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/policy"
+)
+
+// innerHandler is the one handler of every request inside an intercepted
+// tunnel, HTTP/1.1 or HTTP/2.
+type innerHandler struct{ s *Server }
+
+// exchange is what one request accumulates for its audit event and log line.
+type exchange struct {
+	start  time.Time
+	t      *tunnel
+	r      *http.Request
+	path   string
+	source string
+	ev     audit.Event
+}
+
+func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := h.s
+	t, _ := r.Context().Value(tunnelKey{}).(*tunnel)
+	if t == nil {
+		writeError(w, http.StatusInternalServerError, decisionError, "", errorDetail{Code: "internal", Message: "request outside a tunnel"})
+		return
+	}
+	x := &exchange{start: s.now(), t: t, r: r, path: r.URL.EscapedPath(), source: sourceProxy}
+	x.ev = audit.Event{
+		SessionID: t.sess.ID, Method: r.Method, Host: t.target, Path: x.path, Source: sourceProxy,
+	}
+
+	if !t.sess.ExpiresAt.IsZero() && !x.start.Before(t.sess.ExpiresAt) {
+		w.Header().Set("Connection", "close")
+		s.deny(w, x, http.StatusForbidden, errorDetail{Code: codeSessionExpired,
+			Message: fmt.Sprintf("session %s has expired; create a new session", t.sess.ID)})
+		return
+	}
+	if !t.names(r.Host) || (r.URL.Host != "" && !t.names(r.URL.Host)) {
+		named := r.Host
+		if r.URL.Host != "" && !t.names(r.URL.Host) {
+			named = r.URL.Host
+		}
+		s.deny(w, x, http.StatusMisdirectedRequest, errorDetail{Code: codeMisdirected,
+			Message: fmt.Sprintf("this tunnel was opened with CONNECT %s; a request naming %q must use its own CONNECT tunnel", t.target, named)})
+		return
+	}
+	var args map[string]json.RawMessage
+	x.source, args = s.internalHeaders(r)
+	x.ev.Source = x.source
+
+	var d policy.Decision
+	if snap := s.cfg.Policy(); snap != nil {
+		d = snap.Decide(t.sess.Scope, policy.Request{Method: r.Method, Host: t.target, Path: x.path})
+	}
+	if !d.Allow || d.Match == nil || d.Match.Operation == nil {
+		code := string(d.Reason)
+		if code == "" || code == string(policy.ReasonAllowed) {
+			code = codeOperationNotAllowed
+		}
+		msg := d.Message
+		if msg == "" {
+			msg = fmt.Sprintf("%s %s on %s is not an operation of this session's connectors", r.Method, x.path, t.target)
+		}
+		allowed := d.AllowedOperations
+		if allowed == nil {
+			allowed = []string{}
+		}
+		s.deny(w, x, http.StatusForbidden, errorDetail{Code: code, Message: msg, AllowedOperations: allowed})
+		return
+	}
+	m := d.Match
+	op := m.Operation
+	x.ev.ConnectorFQN, x.ev.Tool, x.ev.Operation = m.ConnectorFQN, m.Tool, op.Name
+	x.ev.Fields = auditFields(op, m, r, args)
+
+	var inj *credentials.Injector
+	if op.Credential.HasCredential() {
+		x.ev.CredentialKind = string(op.Credential)
+		var ok bool
+		if inj, ok = s.lookupCredential(m.ConnectorFQN, op.Credential); !ok {
+			cmd := fmt.Sprintf("aileron-proxy credential set %s --kind %s --from-env VAR (or --from-file PATH, --from-exec 'CMD', --stdin)",
+				m.ConnectorFQN, op.Credential)
+			s.deny(w, x, http.StatusForbidden, errorDetail{Code: codeCredentialNotConfigured, Command: cmd,
+				Message: fmt.Sprintf("%s %s matched %s %s of %s, which needs a %s credential that is not configured; ask the operator to run: %s",
+					r.Method, x.path, m.Tool, op.Name, m.ConnectorFQN, op.Credential, cmd)})
+			return
+		}
+	}
+	reason := string(policy.ReasonAllowed)
+	if op.Approval.IsRequired() {
+		outcome := ApprovalDenied
+		if s.cfg.Approver != nil {
+			outcome = s.cfg.Approver.Await(r.Context(), ApprovalRequest{
+				SessionID: t.sess.ID, ConnectorFQN: m.ConnectorFQN, Tool: m.Tool, Operation: op.Name,
+				Method: r.Method, Host: t.target, Path: x.path, Fields: x.ev.Fields,
+			})
+		}
+		switch outcome {
+		case ApprovalApproved:
+			reason = "approved"
+		case ApprovalTimedOut:
+			s.deny(w, x, http.StatusForbidden, errorDetail{Code: codeApprovalTimeout,
+				Message: fmt.Sprintf("%s %s of %s needs a person's approval and none came in time; ask them to watch `aileron-proxy approvals list` and retry", m.Tool, op.Name, m.ConnectorFQN)})
+			return
+		default:
+			msg := fmt.Sprintf("%s %s of %s needs a person's approval and it was denied; do not retry without asking", m.Tool, op.Name, m.ConnectorFQN)
+			if s.cfg.Approver == nil {
+				msg = fmt.Sprintf("%s %s of %s needs a person's approval and this proxy has no approval surface", m.Tool, op.Name, m.ConnectorFQN)
+			}
+			s.deny(w, x, http.StatusForbidden, errorDetail{Code: codeApprovalDenied, Message: msg})
+			return
+		}
+	}
+	s.forward(w, x, inj, reason)
+}
+
+// names reports whether an authority (Host header or absolute-URL host)
+// names the tunnel's CONNECT target. An empty authority names nothing else.
+func (t *tunnel) names(authority string) bool {
+	if authority == "" || strings.EqualFold(authority, t.hostHeader) || strings.EqualFold(authority, t.target) {
+		return true
+	}
+	host, port := authority, 443
+	if i := strings.LastIndexByte(authority, ':'); i >= 0 && !strings.HasSuffix(authority, "]") &&
+		(strings.HasPrefix(authority, "[") || strings.Count(authority, ":") == 1) {
+		p, err := strconv.Atoi(authority[i+1:])
+		if err != nil {
+			return false
+		}
+		host, port = authority[:i], p
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return port == t.port && strings.EqualFold(host, t.host)
+}
+
+// internalHeaders honours X-Aileron-Source and X-Aileron-Audit-Args only
+// from the control API, which proves itself with the per-process key.
+func (s *Server) internalHeaders(r *http.Request) (string, map[string]json.RawMessage) {
+	key := r.Header.Get(headerInternal)
+	if key == "" || len(s.internalKey) == 0 {
+		return sourceProxy, nil
+	}
+	if subtle.ConstantTimeCompare([]byte(key), s.internalKey) != 1 {
+		s.log.Warn("ignoring X-Aileron-* headers: the internal key does not match", zap.String("host", r.Host))
+		return sourceProxy, nil
+	}
+	source := sourceProxy
+	switch v := r.Header.Get(headerSource); v {
+	case sourceRunEndpoint, sourceSandboxProxy:
+		source = v
+	}
+	enc := strings.TrimRight(r.Header.Get(headerAuditArgs), "=")
+	if enc == "" {
+		return source, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		s.log.Warn("ignoring X-Aileron-Audit-Args: not base64url", zap.Error(err))
+		return source, nil
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &args); err != nil {
+		s.log.Warn("ignoring X-Aileron-Audit-Args: not a JSON object", zap.Error(err))
+		return source, nil
+	}
+	return source, args
+}
+
+// auditFields evaluates the operation's audit[] entries: path.<name> from
+// the matched template, query.<name> from the query (repeated values joined
+// with ","), args.<name> from the run endpoint's X-Aileron-Audit-Args.
+// Redacted fields record audit.RedactValue.
+func auditFields(op *policy.Operation, m *policy.Match, r *http.Request, args map[string]json.RawMessage) map[string]string {
+	if len(op.Audit) == 0 {
+		return nil
+	}
+	fields := make(map[string]string, len(op.Audit))
+	var query url.Values
+	for _, af := range op.Audit {
+		kind, name, _ := strings.Cut(af.Source, ".")
+		var v string
+		var ok bool
+		switch kind {
+		case "path":
+			v, ok = m.PathParams[name]
+		case "query":
+			if query == nil {
+				query = r.URL.Query()
+			}
+			var vs []string
+			if vs, ok = query[name]; ok {
+				v = strings.Join(vs, ",")
+			}
+		case "args":
+			var raw json.RawMessage
+			if raw, ok = args[name]; ok {
+				v = jsonScalar(raw)
+			}
+		}
+		if !ok {
+			continue
+		}
+		if af.Redact {
+			v = audit.RedactValue(v)
+		}
+		fields[af.Name] = v
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return fields
+}
+
+// jsonScalar renders a JSON value for an audit field: strings unquoted,
+// anything else as compact JSON.
+func jsonScalar(raw json.RawMessage) string {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s
+	}
+	return strings.TrimSpace(string(raw))
+}
+
+func (s *Server) lookupCredential(fqn string, kind policy.CredentialKind) (*credentials.Injector, bool) {
+	if s.cfg.Credentials == nil {
+		return nil, false
+	}
+	src := s.cfg.Credentials()
+	if src == nil {
+		return nil, false
+	}
+	inj, ok := src.Lookup(fqn, credentials.Kind(kind))
+	return inj, ok && inj != nil
+}
+
+// deny writes a refusal and records it.
+func (s *Server) deny(w http.ResponseWriter, x *exchange, status int, d errorDetail) {
+	id := audit.NewID()
+	d.Method, d.Host, d.Path = x.r.Method, x.t.target, x.path
+	writeError(w, status, decisionDenied, id, d)
+	x.ev.Event = audit.EventDenied
+	x.ev.Decision = decisionDenied
+	x.ev.Reason = d.Code
+	x.ev.Status = status
+	x.ev.AuditID = id
+	s.record(x, zapcore.WarnLevel, "request denied")
+	s.metrics.decision(false, d.Code)
+}
+
+// record writes the audit event and the one log line of a decision.
+func (s *Server) record(x *exchange, level zapcore.Level, msg string) {
+	ev := &x.ev
+	dur := s.now().Sub(x.start)
+	ev.DurationMS = dur.Milliseconds()
+	s.cfg.Audit.Record(*ev)
+	if ce := s.log.Check(level, msg); ce != nil {
+		ce.Write(zap.Inline(decisionLine{ev}))
+	}
+}
+
+// decisionLine renders an audit event as the fields of the canonical log
+// line: one inline object instead of sixteen fields, so logging a decision
+// costs no field slice. It carries nothing the audit event does not.
+type decisionLine struct{ ev *audit.Event }
+
+func (l decisionLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	ev := l.ev
+	enc.AddString("session_id", ev.SessionID)
+	enc.AddString("connector", ev.ConnectorFQN)
+	enc.AddString("tool", ev.Tool)
+	enc.AddString("operation", ev.Operation)
+	enc.AddString("method", ev.Method)
+	enc.AddString("host", ev.Host)
+	enc.AddString("path", ev.Path)
+	enc.AddString("decision", ev.Decision)
+	enc.AddString("reason", ev.Reason)
+	enc.AddInt("status", ev.Status)
+	enc.AddString("credential_kind", ev.CredentialKind)
+	enc.AddInt64("bytes_in", ev.BytesIn)
+	enc.AddInt64("bytes_out", ev.BytesOut)
+	enc.AddInt64("duration_ms", ev.DurationMS)
+	enc.AddString("source", ev.Source)
+	enc.AddString("audit_id", ev.AuditID)
+	return nil
+}

@@ -1,0 +1,125 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Label values of the tunnel gauge.
+const (
+	modeIntercept   = "intercept"
+	modePassthrough = "passthrough"
+)
+
+// decisionReasons are every reason label the decisions counter may carry;
+// anything else is counted as "other", so cardinality stays bounded.
+var decisionReasons = []string{
+	"allowed", "approved", "passthrough",
+	codeProxyAuthRequired, codeHostNotAllowed, codeTooManyTunnels, codeShuttingDown,
+	codeMisdirected, codeOperationNotAllowed, codeCredentialNotConfigured,
+	codeCredentialUnavailable, codeApprovalDenied, codeApprovalTimeout, codeSessionExpired,
+	codePlainHTTPNotAllowed, codeNotAProxyRequest, codeBadTarget,
+	codeUpstreamAddressRefused, codeUpstreamUnreachable, codeUpstreamTimeout, codeUpstreamEncoding,
+	"path_not_canonical", "ambiguous_operation", "stream_aborted", "other",
+}
+
+// metrics are the proxy's collectors. Labels never carry hosts, sessions,
+// paths or secrets.
+type metrics struct {
+	decisions       *prometheus.CounterVec
+	allow, deny     map[string]prometheus.Counter
+	tunnels         *prometheus.GaugeVec
+	intercepted     prometheus.Gauge
+	passthrough     prometheus.Gauge
+	leafLookups     *prometheus.CounterVec
+	leafOK, leafErr prometheus.Counter
+	upstream        prometheus.Histogram
+	upstreamErrors  *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, leafStats func() (uint64, uint64)) (*metrics, error) {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aileron_proxy_decisions_total",
+			Help: "Proxy decisions (CONNECTs and requests inside tunnels) by result and reason.",
+		}, []string{"result", "reason"}),
+		tunnels: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aileron_proxy_open_tunnels",
+			Help: "Open CONNECT tunnels by mode (intercept or passthrough).",
+		}, []string{"mode"}),
+		leafLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aileron_proxy_leaf_lookups_total",
+			Help: "Session leaf certificates fetched for intercepted tunnels, by result.",
+		}, []string{"result"}),
+		upstream: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "aileron_proxy_upstream_latency_seconds",
+			Help:    "Time from sending a request upstream to receiving its response headers.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aileron_proxy_upstream_errors_total",
+			Help: "Upstream round trips that failed before a response, by error code.",
+		}, []string{"code"}),
+		allow: map[string]prometheus.Counter{},
+		deny:  map[string]prometheus.Counter{},
+	}
+	for _, r := range decisionReasons {
+		m.allow[r] = m.decisions.WithLabelValues("allow", r)
+		m.deny[r] = m.decisions.WithLabelValues("deny", r)
+	}
+	m.intercepted = m.tunnels.WithLabelValues(modeIntercept)
+	m.passthrough = m.tunnels.WithLabelValues(modePassthrough)
+	m.leafOK = m.leafLookups.WithLabelValues("ok")
+	m.leafErr = m.leafLookups.WithLabelValues("error")
+	for _, c := range []string{codeUpstreamAddressRefused, codeUpstreamUnreachable, codeUpstreamTimeout, codeUpstreamEncoding} {
+		m.upstreamErrors.WithLabelValues(c)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	cs := []prometheus.Collector{m.decisions, m.tunnels, m.leafLookups, m.upstream, m.upstreamErrors}
+	if leafStats != nil {
+		cs = append(cs,
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "aileron_ca_leaves_issued_total",
+				Help: "Leaf certificates issued by session CAs.",
+			}, func() float64 { issued, _ := leafStats(); return float64(issued) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "aileron_ca_leaf_cache_hits_total",
+				Help: "Leaf certificate requests served from a session CA's cache.",
+			}, func() float64 { _, hits := leafStats(); return float64(hits) }),
+		)
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("registering proxy metrics: %w; give each proxy its own prometheus.Registry", err)
+			}
+			return nil, fmt.Errorf("registering proxy metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// decision counts one decision; reason is a code from decisionReasons.
+func (m *metrics) decision(allow bool, reason string) {
+	set := m.deny
+	if allow {
+		set = m.allow
+	}
+	c, ok := set[reason]
+	if !ok {
+		c = set["other"]
+	}
+	c.Inc()
+}
+
+func (m *metrics) tunnelGauge(mode string) prometheus.Gauge {
+	if mode == modePassthrough {
+		return m.passthrough
+	}
+	return m.intercepted
+}

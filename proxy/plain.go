@@ -1,0 +1,101 @@
+package proxy
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/aileron-dev/aileron-proxy/audit"
+)
+
+// servePlain handles absolute-form plain-HTTP proxy requests: forwarded,
+// without credentials, only to passthrough hosts.
+func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
+	x := &exchange{start: s.now(), r: r, path: r.URL.EscapedPath(), source: sourceProxy}
+	x.ev = audit.Event{Method: r.Method, Host: r.URL.Host, Path: x.path, Source: sourceProxy}
+	x.t = &tunnel{target: r.URL.Host}
+	if !r.URL.IsAbs() || r.URL.Host == "" {
+		s.deny(w, x, http.StatusBadRequest, errorDetail{Code: codeNotAProxyRequest,
+			Message: "this is a forward proxy: send CONNECT host:443 (HTTPS_PROXY), or an absolute http:// URL for a passthrough host"})
+		return
+	}
+	if r.URL.Scheme != "http" {
+		s.deny(w, x, http.StatusBadRequest, errorDetail{Code: codeNotAProxyRequest,
+			Message: fmt.Sprintf("scheme %q cannot be proxied in absolute form; use CONNECT for https", r.URL.Scheme)})
+		return
+	}
+	sess, err := s.authenticate(r)
+	if err != nil {
+		w.Header().Set(headerProxyAuthentic, proxyAuthRealm)
+		s.deny(w, x, http.StatusProxyAuthRequired, errorDetail{Code: codeProxyAuthRequired, Message: proxyAuthMessage})
+		return
+	}
+	x.ev.SessionID = sess.ID
+	x.t.sess = sess
+	target := strings.ToLower(r.URL.Host)
+	if _, _, err := net.SplitHostPort(target); err != nil {
+		target = net.JoinHostPort(strings.Trim(target, "[]"), "80")
+	}
+	host, port, err := splitTarget(target)
+	if err != nil {
+		s.deny(w, x, http.StatusBadRequest, errorDetail{Code: codeBadTarget, Message: fmt.Sprintf("host %q is not host[:port]", r.URL.Host)})
+		return
+	}
+	x.t.target, x.ev.Host = target, target
+	if !matchPassthrough(s.globs, host, port) {
+		code, msg := codeHostNotAllowed, fmt.Sprintf("plain http to %s is not allowed: only passthrough hosts are reachable over http://", target)
+		if snap := s.cfg.Policy(); snap != nil && snap.Intercepts(sess.Scope, net.JoinHostPort(host, "443")) {
+			code = codePlainHTTPNotAllowed
+			msg = fmt.Sprintf("use https://%s: the session's connectors are reachable over HTTPS only, where credentials are injected", host)
+		}
+		s.deny(w, x, http.StatusForbidden, errorDetail{Code: code, Message: msg})
+		return
+	}
+
+	x.ev.Event = audit.EventPassthrough
+	x.ev.Decision = decisionAllowed
+	x.ev.Reason = modePassthrough
+	x.ev.AuditID = audit.NewID()
+	out := r.WithContext(r.Context())
+	out.RequestURI = ""
+	out.Close = false
+	out.URL = &url.URL{Scheme: "http", Host: target, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	out.Host = r.Host
+	stripHeader(out.Header, false)
+	var body *countingBody
+	if r.Body != nil && r.Body != http.NoBody {
+		body = &countingBody{rc: r.Body}
+		out.Body = body
+	}
+	resp, err := s.transport.RoundTrip(out)
+	if err != nil {
+		status, code, msg := classifyUpstreamError(err, target)
+		s.log.Debug("plain upstream round trip failed", zap.String("host", target), zap.Error(err))
+		s.upstreamFailed(w, x, status, code, msg)
+		return
+	}
+	defer resp.Body.Close()
+	writeResponseHeader(w, resp, false)
+	w.Header().Set(headerAuditID, x.ev.AuditID)
+	w.WriteHeader(resp.StatusCode)
+	n, cerr := s.copyBody(w, resp.Body)
+	if body != nil {
+		x.ev.BytesIn = body.n.Load()
+	}
+	x.ev.BytesOut, x.ev.Status = n, resp.StatusCode
+	if cerr != nil {
+		x.ev.Reason = "stream_aborted"
+		s.record(x, zapcore.WarnLevel, "plain request passed through, stream aborted")
+		panic(http.ErrAbortHandler)
+	}
+	if len(resp.Trailer) > 0 {
+		writeTrailers(w, resp)
+	}
+	s.record(x, zapcore.InfoLevel, "plain request passed through")
+	s.metrics.decision(true, modePassthrough)
+}
