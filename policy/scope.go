@@ -82,7 +82,7 @@ func (s *Snapshot) Lookup(sc Scope, fqn, tool, op string) (*Match, error) {
 		if len(avail) > 0 {
 			list = "this session's connectors are " + strings.Join(avail, ", ")
 		}
-		return nil, fmt.Errorf("looking up operation %q of tool %q in connector %q: %w: %s; %s", tool, op, fqn, ErrUnknownConnector, why, list)
+		return nil, fmt.Errorf("looking up operation %q of tool %q in connector %q: %w: %s; %s", op, tool, fqn, ErrUnknownConnector, why, list)
 	}
 	c := s.conns[i]
 	var names []string
@@ -100,10 +100,10 @@ func (s *Snapshot) Lookup(sc Scope, fqn, tool, op string) (*Match, error) {
 			ops = append(ops, t.Operations[oi].Name)
 		}
 		sort.Strings(ops)
-		return nil, fmt.Errorf("looking up operation %q of tool %q in connector %q: %w %q: tool %s offers %s", tool, op, fqn, ErrUnknownOperation, op, tool, strings.Join(ops, ", "))
+		return nil, fmt.Errorf("looking up operation %q of tool %q in connector %q: %w %q: tool %s offers %s", op, tool, fqn, ErrUnknownOperation, op, tool, strings.Join(ops, ", "))
 	}
 	sort.Strings(names)
-	return nil, fmt.Errorf("looking up operation %q of tool %q in connector %q: %w %q: the connector's tools are %s", tool, op, fqn, ErrUnknownTool, tool, strings.Join(names, ", "))
+	return nil, fmt.Errorf("looking up operation %q of tool %q in connector %q: %w %q: the connector's tools are %s", op, tool, fqn, ErrUnknownTool, tool, strings.Join(names, ", "))
 }
 
 // Request canonicalization: what a request's host and path must look like

@@ -124,7 +124,15 @@ func newRootCmd(a *app) *cobra.Command {
 
 	// Each area registers its command here, one line each.
 	root.AddCommand(
-	// commands: keep one line per area, sorted
+		// commands: keep one line per area, sorted
+		newApprovalsCmd(a),
+		newAuditCmd(a),
+		newConnectorCmd(a),
+		newCredentialCmd(a),
+		newSandboxCmd(a),
+		newServeCmd(a),
+		newSessionCmd(a),
+		newToolsCmd(a),
 	)
 	return root
 }

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aileron-dev/aileron-proxy/launcher"
+)
+
+// newSandboxCmd is `aileron-proxy sandbox`: compose, build and check the
+// image an agent runs in.
+func newSandboxCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Compose, build and check the agent's sandbox image",
+		Long: `Compose, build and check the container image an agent runs in.
+
+The project's .devcontainer/devcontainer.json (JSON with comments) selects a tier:
+  tier 0  no devcontainer: aileron/sandbox-base:` + launcher.BaseVersion + `, built from the definition in this binary
+  tier 1  devcontainer: its Dockerfile is built (after sandbox-base when it extends it), or its image is used
+  tier 2  customizations.aileron.image: a bring-your-own image, used as supplied
+
+Images are built with Docker or Podman through their CLIs; "auto" picks Docker
+when its engine answers, else Podman.`,
+		Example: `  aileron-proxy sandbox init
+  aileron-proxy sandbox plan --json
+  aileron-proxy sandbox check --agent=claude`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newSandboxInitCmd(a), newSandboxPlanCmd(a), newSandboxBuildCmd(a), newSandboxCheckCmd(a))
+	return cmd
+}
+
+// projectFlag registers --project and returns its value holder.
+func projectFlag(cmd *cobra.Command) *string {
+	p := new(string)
+	cmd.Flags().StringVar(p, "project", ".", "project directory (holds .devcontainer/)")
+	return p
+}
+
+func runtimeFlag(cmd *cobra.Command) *string {
+	r := new(string)
+	cmd.Flags().StringVar(r, "runtime", "auto", "container runtime: auto, docker or podman")
+	return r
+}
+
+func newSandboxInitCmd(a *app) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "init [--project DIR] [--force]",
+		Short: "Scaffold .devcontainer/devcontainer.json and a Dockerfile",
+		Long: `Write .devcontainer/devcontainer.json (JSON with comments) and .devcontainer/Dockerfile,
+which extends aileron/sandbox-base:` + launcher.BaseVersion + ` and carries commented snippets for
+common tools (git, gh, Node.js, Python, kubectl). Existing files are left alone unless --force is given.`,
+		Example: `  aileron-proxy sandbox init
+  aileron-proxy sandbox init --project ../agent-repo --force`,
+		Args: cobra.NoArgs,
+	}
+	project := projectFlag(cmd)
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing files")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		written, err := launcher.Init(*project, launcher.InitOptions{Force: force})
+		if err != nil {
+			return err
+		}
+		for _, p := range written {
+			fmt.Fprintf(a.stdout, "wrote %s\n", p)
+		}
+		return nil
+	}
+	return cmd
+}
+
+func newSandboxPlanCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "plan [--project DIR] [--runtime auto|docker|podman] [--json]",
+		Short: "Show how the sandbox image would be composed",
+		Long: `Print the normalized sandbox plan: tier, image, Dockerfile, build context, base image,
+devcontainer settings and the container runtime that would be used. Nothing is built.
+With --runtime auto (the default) this runs ` + "`docker info`" + ` to see whether Docker answers.`,
+		Example: `  aileron-proxy sandbox plan
+  aileron-proxy sandbox plan --json --runtime podman`,
+		Args: cobra.NoArgs,
+	}
+	project := projectFlag(cmd)
+	rtFlag := runtimeFlag(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		kind, err := launcher.ParseRuntimeKind(*rtFlag)
+		if err != nil {
+			return usageError(err)
+		}
+		plan, err := launcher.NewPlan(*project, launcher.PlanOptions{})
+		if err != nil {
+			return err
+		}
+		var info launcher.RuntimeInfo
+		rt, err := launcher.NewRuntime(cmd.Context(), launcher.RuntimeConfig{Kind: kind, Logger: a.consoleLogger()})
+		if err != nil {
+			info.Selection = err.Error()
+		} else {
+			info = launcher.RuntimeInfo{Kind: rt.Kind().String(), Selection: rt.Selection()}
+		}
+		if asJSON {
+			return launcher.WritePlanJSON(a.stdout, plan, info)
+		}
+		return launcher.WritePlanText(a.stdout, plan, info)
+	}
+	return cmd
+}
+
+func newSandboxBuildCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "build [--project DIR] [--runtime auto|docker|podman]",
+		Short: "Build the sandbox image",
+		Long: `Build the plan's image: tier 0 from the sandbox-base definition embedded in this binary,
+tier 1 from the devcontainer's Dockerfile (after sandbox-base when the Dockerfile extends it).
+Images always rebuild; tier 2 and devcontainer "image" references are pulled only when missing.
+Build output goes to stderr; the images built are listed on stdout.`,
+		Example: `  aileron-proxy sandbox build
+  aileron-proxy sandbox build --runtime podman`,
+		Args: cobra.NoArgs,
+	}
+	project := projectFlag(cmd)
+	rtFlag := runtimeFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		kind, err := launcher.ParseRuntimeKind(*rtFlag)
+		if err != nil {
+			return usageError(err)
+		}
+		plan, err := launcher.NewPlan(*project, launcher.PlanOptions{})
+		if err != nil {
+			return err
+		}
+		rt, err := launcher.NewRuntime(cmd.Context(), launcher.RuntimeConfig{Kind: kind, Logger: a.consoleLogger()})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stderr, "building tier %s image %s with %s (%s)\n", plan.Tier, plan.Image, rt.Kind(), rt.Selection())
+		res, err := launcher.Prepare(cmd.Context(), rt, plan, launcher.PrepareOptions{Policy: launcher.BuildAlways, Output: a.stderr})
+		if err != nil {
+			return err
+		}
+		for _, img := range res.Built {
+			fmt.Fprintf(a.stdout, "built %s\n", img)
+		}
+		for _, img := range res.Pulled {
+			fmt.Fprintf(a.stdout, "pulled %s\n", img)
+		}
+		if len(res.Built)+len(res.Pulled) == 0 {
+			fmt.Fprintf(a.stdout, "present %s\n", res.Image)
+		}
+		return nil
+	}
+	return cmd
+}
+
+func newSandboxCheckCmd(a *app) *cobra.Command {
+	var agent, buildFlag string
+	var shims bool
+	cmd := &cobra.Command{
+		Use:   "check --agent=CMD [--project DIR] [--runtime auto|docker|podman] [--sandbox-build auto|always|never]",
+		Short: "Check that the sandbox image can run an agent",
+		Long: `Prepare the sandbox image with launch's build policy (--sandbox-build, default auto: build
+tier 0/1 only when missing), then validate it in a throwaway container without network:
+/bin/sh runs, ` + launcher.WorkspacePath + ` is writable when mounted, the agent command is on PATH,
+and wget (used by connector shims) is present. Each failure names its fix.
+
+Exit status: 0 when every check passes, 1 when one fails or the image cannot be prepared, 2 on usage errors.`,
+		Example: `  aileron-proxy sandbox check --agent=claude
+  aileron-proxy sandbox check --agent=codex --sandbox-build=never --runtime podman`,
+		Args: cobra.NoArgs,
+	}
+	project := projectFlag(cmd)
+	rtFlag := runtimeFlag(cmd)
+	cmd.Flags().StringVar(&agent, "agent", "", "agent command the image must provide (required)")
+	cmd.Flags().StringVar(&buildFlag, "sandbox-build", "auto", "build policy: auto (build when missing), always or never")
+	cmd.Flags().BoolVar(&shims, "shims", true, "require wget, which mounted connector shims call")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if agent == "" {
+			return usageError(errors.New("--agent is required (the command the agent runs, e.g. --agent=claude)"))
+		}
+		kind, err := launcher.ParseRuntimeKind(*rtFlag)
+		if err != nil {
+			return usageError(err)
+		}
+		policy, err := launcher.ParseBuildPolicy(buildFlag)
+		if err != nil {
+			return usageError(err)
+		}
+		plan, err := launcher.NewPlan(*project, launcher.PlanOptions{})
+		if err != nil {
+			return err
+		}
+		rt, err := launcher.NewRuntime(cmd.Context(), launcher.RuntimeConfig{Kind: kind, Logger: a.consoleLogger()})
+		if err != nil {
+			return err
+		}
+		if _, err := launcher.Prepare(cmd.Context(), rt, plan, launcher.PrepareOptions{Policy: policy, Output: a.stderr}); err != nil {
+			return err
+		}
+		rep, err := launcher.Check(cmd.Context(), rt, launcher.CheckOptions{Image: plan.Image, Agent: agent, Shims: shims, BaseImage: plan.BaseImage})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "image %s: tier %s, runtime %s\n", plan.Image, plan.Tier, rt.Kind())
+		for _, r := range rep.Results {
+			status := "ok"
+			if !r.OK {
+				status = "FAIL"
+			}
+			fmt.Fprintf(a.stdout, "%-4s  %-9s  %s\n", status, r.Name, r.Detail)
+		}
+		return rep.Err()
+	}
+	return cmd
+}

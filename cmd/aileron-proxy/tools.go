@@ -1,0 +1,150 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/shims"
+)
+
+// newToolsCmd is `aileron-proxy tools`: render tools.txt and the shims an
+// agent uses to call connector operations.
+func newToolsCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tools COMMAND",
+		Short: "Render the commands an agent uses to call connector operations",
+		Long: `Render tools.txt and one command (shim) per connector tool from the active
+installed connector specs. Inside a sandbox, tools.txt is /etc/aileron/tools.txt
+and the shims are in /usr/local/bin; launch renders them itself, this command
+shows or prepares the same files.
+
+See docs/shims.md for the shim protocol, exit codes and conflicts.`,
+		Example: `  aileron-proxy tools render --out ./tools
+  aileron-proxy tools render --out ./tools --connector github://acme/aileron-connector-google --agent claude`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError(fmt.Errorf("unknown command %q for %q; run %q for the list", args[0], cmd.CommandPath(), cmd.CommandPath()+" --help"))
+			}
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(newToolsRenderCmd(a))
+	return cmd
+}
+
+func newToolsRenderCmd(a *app) *cobra.Command {
+	var (
+		out        string
+		connectors []string
+		agent      string
+		reserved   []string
+	)
+	cmd := &cobra.Command{
+		Use:   "render --out DIR [--connector FQN]... [--agent CMD] [--reserved NAME]...",
+		Short: "Write tools.txt and the shims of the installed connectors",
+		Long: `Write DIR/tools.txt and DIR/bin/<tool> (mode 0755) for every tool of the
+active installed connectors, or of the connectors named with --connector.
+
+Everything is rendered before anything is written, into a temporary directory
+that then replaces DIR, so on any error DIR is left as it was. DIR must be new,
+empty or a previous render.
+
+Rendering fails, listing every conflict, when two connectors provide the same
+tool command, when a command equals the agent command (--agent) or a --reserved
+name, or when it would shadow a basic sandbox command (sh, env, wget, curl, git
+and the others listed in docs/shims.md).
+
+Exit status: 0 rendered; 1 conflict or write failure; 2 usage error.`,
+		Example: `  aileron-proxy tools render --out ./tools
+  aileron-proxy tools render --out ./tools --connector github://acme/aileron-connector-google
+  aileron-proxy tools render --out ./tools --agent claude --reserved aileron-approve`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.NoArgs(cmd, args); err != nil {
+				return usageError(fmt.Errorf("%w; usage: %s", err, cmd.UseLine()))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usageError(errors.New("--out is required; pass the directory to write, e.g. --out ./tools"))
+			}
+			store, err := policy.OpenStore(a.home)
+			if err != nil {
+				return err
+			}
+			loaded, err := store.Load()
+			if err != nil {
+				return fmt.Errorf("loading the installed connectors: %w", err)
+			}
+			for _, p := range loaded.Problems {
+				fmt.Fprintf(a.stderr, "warning: %s\n", p)
+			}
+			conns, err := selectConnectors(loaded.Active, connectors)
+			if err != nil {
+				return err
+			}
+			if len(conns) == 0 {
+				fmt.Fprintln(a.stderr, "warning: no active connectors; the render holds no tools (install one with \"aileron-proxy connector install PATH\")")
+			}
+			rendered, err := shims.Render(shims.RenderOptions{Connectors: conns, AgentCommand: agent, Reserved: reserved})
+			if err != nil {
+				return fmt.Errorf("%w\nnothing was written to %s", err, out)
+			}
+			if err := shims.WriteDir(out, rendered); err != nil {
+				return err
+			}
+			noun := "tools"
+			if len(rendered.Shims) == 1 {
+				noun = "tool"
+			}
+			fmt.Fprintf(a.stdout, "wrote %d %s to %s\n", len(rendered.Shims), noun, out)
+			_, err = a.stdout.Write(rendered.ToolsTxt)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&out, "out", "", "directory to write tools.txt and bin/ into (required)")
+	f.StringArrayVar(&connectors, "connector", nil, "render only this connector FQN (repeatable; default every active connector)")
+	f.StringVar(&agent, "agent", "", "agent command the sandbox runs; no tool may be named like it")
+	f.StringArrayVar(&reserved, "reserved", nil, "command name the sandbox mounts besides the shims (repeatable)")
+	return cmd
+}
+
+// selectConnectors picks the active connectors named by fqns (all of them
+// when fqns is empty); an FQN that is not active is an error listing those
+// that are.
+func selectConnectors(active []policy.Connector, fqns []string) ([]policy.Connector, error) {
+	if len(fqns) == 0 {
+		return active, nil
+	}
+	byFQN := map[string]policy.Connector{}
+	var names []string
+	for _, c := range active {
+		byFQN[c.Spec.Connector.FQN] = c
+		names = append(names, c.Spec.Connector.FQN)
+	}
+	sort.Strings(names)
+	var out []policy.Connector
+	seen := map[string]bool{}
+	for _, f := range fqns {
+		c, ok := byFQN[f]
+		if !ok {
+			list := "none are installed; add one with \"aileron-proxy connector install PATH\""
+			if len(names) > 0 {
+				list = "active connectors: " + strings.Join(names, ", ")
+			}
+			return nil, fmt.Errorf("rendering tools: --connector %q is not an active installed connector (see \"aileron-proxy connector list\"); %s", f, list)
+		}
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,182 @@
+// Package daemon wires one `aileron-proxy serve` process together: it loads
+// the installed connectors and credentials, builds the proxy and the control
+// API on their listeners, publishes daemon.json, reloads policy when the
+// store or the credentials change on disk, and shuts down cleanly.
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tailscale/hujson"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultProxyListen     = "127.0.0.1:3128"
+	DefaultAPIListen       = "127.0.0.1:7700"
+	DefaultReloadInterval  = time.Second
+	DefaultApprovalTimeout = 120 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Config is everything serve needs. Zero fields take the defaults above.
+type Config struct {
+	// Home is the state directory ($AILERON_HOME). Required.
+	Home string
+	// ProxyListen is the MITM proxy's listen address.
+	ProxyListen string
+	// APIListen is the control API's listen address.
+	APIListen string
+	// Resolve maps an upstream host:port to the ip:port dialled for it, like
+	// curl's --resolve. Operator-set, so exempt from the private-address guard.
+	Resolve map[string]string
+	// UpstreamCAFiles are PEM files trusted for upstream TLS on top of the
+	// system roots.
+	UpstreamCAFiles []string
+	// Passthrough are host globs (exact or leading "*.") tunnelled without
+	// interception or credentials.
+	Passthrough []string
+	// ReloadInterval is how often the store and credentials are checked for
+	// changes.
+	ReloadInterval time.Duration
+	// ApprovalTimeout is how long a request waits for a person's decision.
+	ApprovalTimeout time.Duration
+	// ShutdownTimeout bounds the drain of in-flight requests on shutdown.
+	ShutdownTimeout time.Duration
+	// AdvertiseProxyAddr, when set, is the proxy address put in session
+	// proxy URLs instead of the listen address (e.g. a gateway address that
+	// containers reach).
+	AdvertiseProxyAddr string
+}
+
+// fileConfig is the schema of the JSONC config file; keys use the same words
+// as the serve flags.
+type fileConfig struct {
+	ProxyListen     string   `json:"proxy_listen"`
+	APIListen       string   `json:"api_listen"`
+	Resolve         []string `json:"resolve"`
+	UpstreamCA      []string `json:"upstream_ca"`
+	Passthrough     []string `json:"passthrough"`
+	ReloadInterval  string   `json:"reload_interval"`
+	ApprovalTimeout string   `json:"approval_timeout"`
+	ShutdownTimeout string   `json:"shutdown_timeout"`
+	AdvertiseProxy  string   `json:"advertise_proxy_addr"`
+}
+
+// LoadConfigFile reads a JSONC config file (comments and trailing commas
+// allowed) into cfg, overwriting the fields the file sets. Unknown keys are
+// errors so a typo never silently falls back to a default.
+func LoadConfigFile(path string, cfg *Config) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading config %s: %w", path, err)
+	}
+	std, err := hujson.Standardize(raw)
+	if err != nil {
+		return fmt.Errorf("parsing config %s: %w (the file is JSON with optional comments and trailing commas)", path, err)
+	}
+	var fc fileConfig
+	dec := json.NewDecoder(strings.NewReader(string(std)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fc); err != nil {
+		return fmt.Errorf("parsing config %s: %w (accepted keys: proxy_listen, api_listen, resolve, upstream_ca, passthrough, reload_interval, approval_timeout, shutdown_timeout, advertise_proxy_addr)", path, err)
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&cfg.ProxyListen, fc.ProxyListen)
+	set(&cfg.APIListen, fc.APIListen)
+	set(&cfg.AdvertiseProxyAddr, fc.AdvertiseProxy)
+	if len(fc.Resolve) > 0 {
+		m, err := ParseResolve(fc.Resolve)
+		if err != nil {
+			return fmt.Errorf("config %s: resolve: %w", path, err)
+		}
+		cfg.Resolve = m
+	}
+	if len(fc.UpstreamCA) > 0 {
+		cfg.UpstreamCAFiles = fc.UpstreamCA
+	}
+	if len(fc.Passthrough) > 0 {
+		cfg.Passthrough = fc.Passthrough
+	}
+	for _, d := range []struct {
+		key string
+		v   string
+		dst *time.Duration
+	}{
+		{"reload_interval", fc.ReloadInterval, &cfg.ReloadInterval},
+		{"approval_timeout", fc.ApprovalTimeout, &cfg.ApprovalTimeout},
+		{"shutdown_timeout", fc.ShutdownTimeout, &cfg.ShutdownTimeout},
+	} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("config %s: %s: %q is not a positive duration (use e.g. \"30s\" or \"2m\")", path, d.key, d.v)
+		}
+		*d.dst = v
+	}
+	return nil
+}
+
+// ParseResolve parses HOST:PORT=IP:PORT entries into a map keyed by the
+// lower-case host:port.
+func ParseResolve(entries []string) (map[string]string, error) {
+	m := make(map[string]string, len(entries))
+	for _, e := range entries {
+		from, to, ok := strings.Cut(e, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want HOST:PORT=IP:PORT, e.g. api.example.com:443=127.0.0.1:8443", e)
+		}
+		h, p, err := net.SplitHostPort(from)
+		if err != nil || h == "" || !validPort(p) {
+			return nil, fmt.Errorf("%q: %q is not HOST:PORT (e.g. api.example.com:443)", e, from)
+		}
+		ip, tp, err := net.SplitHostPort(to)
+		if err != nil || net.ParseIP(ip) == nil || !validPort(tp) {
+			return nil, fmt.Errorf("%q: %q is not IP:PORT (e.g. 127.0.0.1:8443 or [::1]:8443)", e, to)
+		}
+		m[net.JoinHostPort(strings.ToLower(strings.TrimSuffix(h, ".")), p)] = net.JoinHostPort(ip, tp)
+	}
+	return m, nil
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
+}
+
+// withDefaults returns cfg with zero fields defaulted, or an error naming
+// the missing required field.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Home == "" {
+		return cfg, errors.New("daemon config: Home is required (set --home or AILERON_HOME)")
+	}
+	if cfg.ProxyListen == "" {
+		cfg.ProxyListen = DefaultProxyListen
+	}
+	if cfg.APIListen == "" {
+		cfg.APIListen = DefaultAPIListen
+	}
+	if cfg.ReloadInterval <= 0 {
+		cfg.ReloadInterval = DefaultReloadInterval
+	}
+	if cfg.ApprovalTimeout <= 0 {
+		cfg.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	return cfg, nil
+}

@@ -1,0 +1,74 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadConfigFileExample(t *testing.T) {
+	var cfg Config
+	if err := LoadConfigFile("../configs/aileron.example.jsonc", &cfg); err != nil {
+		t.Fatalf("LoadConfigFile(example) = %v", err)
+	}
+	if cfg.ProxyListen != "127.0.0.1:3128" || cfg.APIListen != "127.0.0.1:7700" {
+		t.Errorf("listen = %q, %q", cfg.ProxyListen, cfg.APIListen)
+	}
+	if cfg.ApprovalTimeout != 120*time.Second || cfg.ShutdownTimeout != 10*time.Second {
+		t.Errorf("durations = %v, %v", cfg.ApprovalTimeout, cfg.ShutdownTimeout)
+	}
+}
+
+func TestLoadConfigFileErrors(t *testing.T) {
+	cases := []struct{ name, body, want string }{
+		{"unknown key", `{"proxy_lisen": "x"}`, `unknown field "proxy_lisen"`},
+		{"bad duration", `{"approval_timeout": "soon"}`, `approval_timeout: "soon" is not a positive duration`},
+		{"bad resolve", `{"resolve": ["api.example.com=1.2.3.4:443"]}`, `is not HOST:PORT`},
+		{"syntax", `{"proxy_listen": }`, `parsing config`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "config.json")
+			if err := os.WriteFile(p, []byte(tc.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg := Config{ProxyListen: "keep"}
+			err := LoadConfigFile(p, &cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("LoadConfigFile(%s) = %v, want error containing %q", tc.body, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseResolve(t *testing.T) {
+	m, err := ParseResolve([]string{"API.Example.com:443=127.0.0.1:8443", "v6.example:8443=[::1]:9443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["api.example.com:443"] != "127.0.0.1:8443" || m["v6.example:8443"] != "[::1]:9443" {
+		t.Errorf("ParseResolve = %v", m)
+	}
+	for _, bad := range []string{"nohost", "a.example:0=1.2.3.4:1", "a.example:443=notanip:1", "a.example:443=1.2.3.4:99999"} {
+		if _, err := ParseResolve([]string{bad}); err == nil {
+			t.Errorf("ParseResolve(%q) = nil error, want one", bad)
+		}
+	}
+}
+
+func TestFingerprintChanges(t *testing.T) {
+	dir := t.TempDir()
+	a := fingerprint(dir, filepath.Join(dir, "missing.json"))
+	if err := os.WriteFile(filepath.Join(dir, "x"), []byte("1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := fingerprint(dir, filepath.Join(dir, "missing.json"))
+	if a == b {
+		t.Fatal("fingerprint did not change after a file was added")
+	}
+	if b != fingerprint(dir, filepath.Join(dir, "missing.json")) {
+		t.Fatal("fingerprint is not stable")
+	}
+}

@@ -1,0 +1,407 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+
+	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/approval"
+	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/ca"
+	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/proxy"
+	"github.com/aileron-dev/aileron-proxy/session"
+)
+
+// Paths under $AILERON_HOME that the daemon owns.
+const (
+	DaemonFile      = "daemon.json"
+	CredentialsFile = "credentials.json"
+	AuditFile       = "audit/audit.jsonl"
+	SessionsDir     = "sessions"
+)
+
+// Daemon is a running serve process: the proxy and the API on their
+// listeners, with the policy and credentials kept current.
+type Daemon struct {
+	cfg Config
+	log *zap.Logger
+
+	store    *policy.Store
+	snapshot atomic.Pointer[policy.Snapshot]
+	creds    atomic.Pointer[credentials.Resolver]
+
+	audit    *audit.Writer
+	sessions *session.Registry
+	broker   *approval.Broker
+	proxy    *proxy.Server
+	api      *api.Server
+	apiHTTP  *http.Server
+
+	proxyLn, apiLn net.Listener
+	adminToken     string
+	systemRoots    []byte
+
+	// endedIssued and endedHits carry the leaf counters of ended sessions
+	// so the exported totals stay monotonic.
+	endedIssued, endedHits atomic.Uint64
+	reloadMu               sync.Mutex
+}
+
+// New loads the state in cfg.Home, binds both listeners and builds every
+// component. Nothing is served until Run.
+func New(cfg Config, log *zap.Logger) (*Daemon, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
+		return nil, fmt.Errorf("creating state directory %s: %w", cfg.Home, err)
+	}
+	d := &Daemon{cfg: cfg, log: log}
+	if d.store, err = policy.OpenStore(cfg.Home); err != nil {
+		return nil, fmt.Errorf("opening connector store: %w", err)
+	}
+	if err := d.reloadPolicy(); err != nil {
+		return nil, err
+	}
+	if err := d.reloadCredentials(); err != nil {
+		return nil, err
+	}
+	upstreamRoots, err := loadCertFiles(cfg.UpstreamCAFiles)
+	if err != nil {
+		return nil, err
+	}
+	if roots, err := ca.SystemRootsPEM(); err == nil {
+		d.systemRoots = roots
+	} else {
+		log.Warn("no system root bundle found; session CA bundles will hold only the session CA", zap.Error(err))
+	}
+	if d.audit, err = audit.Open(filepath.Join(cfg.Home, AuditFile)); err != nil {
+		return nil, fmt.Errorf("opening audit log: %w", err)
+	}
+	d.broker = approval.NewBroker(approval.BrokerConfig{
+		Timeout: cfg.ApprovalTimeout,
+		Audit:   d.audit,
+		OnRequested: func(p approval.Pending) {
+			log.Warn("approval pending", zap.String("approval_id", p.ID), zap.String("session_id", p.SessionID),
+				zap.String("connector", p.ConnectorFQN), zap.String("operation", p.Tool+" "+p.Operation),
+				zap.String("hint", "aileron-proxy approvals approve "+p.ID))
+		},
+	})
+	d.sessions = session.NewRegistry(session.RegistryConfig{OnEnd: d.sessionEnded})
+
+	if d.adminToken, err = randomToken(); err != nil {
+		return nil, err
+	}
+	internalKey, err := randomToken()
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	if d.proxyLn, err = net.Listen("tcp", cfg.ProxyListen); err != nil {
+		return nil, fmt.Errorf("listening for the proxy on %s: %w (pick another address with --proxy-listen)", cfg.ProxyListen, err)
+	}
+	if d.apiLn, err = net.Listen("tcp", cfg.APIListen); err != nil {
+		d.proxyLn.Close()
+		return nil, fmt.Errorf("listening for the API on %s: %w (pick another address with --api-listen)", cfg.APIListen, err)
+	}
+	d.proxy, err = proxy.New(proxy.Config{
+		Logger:        log,
+		Sessions:      sessionAuth{d.sessions},
+		Policy:        d.snapshot.Load,
+		Credentials:   d.credentialSource,
+		Audit:         d.audit,
+		Approver:      approver{d.broker},
+		Registerer:    reg,
+		LeafStats:     d.leafStats,
+		InternalKey:   internalKey,
+		Passthrough:   cfg.Passthrough,
+		Resolve:       cfg.Resolve,
+		UpstreamRoots: upstreamRoots,
+	})
+	if err != nil {
+		d.closeListeners()
+		return nil, fmt.Errorf("configuring the proxy: %w", err)
+	}
+	d.api, err = api.New(api.Config{
+		Logger:             log,
+		Sessions:           d.sessions,
+		Policy:             d.snapshot.Load,
+		Approvals:          d.broker,
+		Audit:              d.audit,
+		AdminToken:         d.adminToken,
+		ProxyAddr:          d.proxyLn.Addr().String(),
+		AdvertiseProxyAddr: cfg.AdvertiseProxyAddr,
+		ProxyInternalKey:   internalKey,
+		SessionFiles:       d.writeSessionFiles,
+		Registerer:         reg,
+		Gatherer:           reg,
+	})
+	if err != nil {
+		d.closeListeners()
+		return nil, fmt.Errorf("configuring the API: %w", err)
+	}
+	d.apiHTTP = d.api.HTTPServer()
+	return d, nil
+}
+
+// ProxyAddr is the bound proxy address.
+func (d *Daemon) ProxyAddr() string { return d.proxyLn.Addr().String() }
+
+// APIURL is the control API's base URL (no /v1).
+func (d *Daemon) APIURL() string { return "http://" + d.apiLn.Addr().String() }
+
+// Run serves until ctx ends, then drains in-flight requests (bounded by
+// ShutdownTimeout), removes daemon.json and closes the audit log.
+func (d *Daemon) Run(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- d.proxy.Serve(d.proxyLn) }()
+	go func() { errc <- d.apiHTTP.Serve(d.apiLn) }()
+
+	info := api.DaemonInfo{APIURL: d.APIURL(), ProxyAddr: d.ProxyAddr(), AdminToken: d.adminToken, PID: os.Getpid()}
+	raw, _ := json.MarshalIndent(info, "", "  ")
+	daemonFile := filepath.Join(d.cfg.Home, DaemonFile)
+	if err := writeFileAtomic(daemonFile, append(raw, '\n'), 0o600); err != nil {
+		d.shutdown()
+		return fmt.Errorf("writing %s: %w", daemonFile, err)
+	}
+	defer os.Remove(daemonFile)
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go watch(watchCtx, d.cfg.ReloadInterval, func() {
+		if err := d.reloadPolicy(); err != nil {
+			d.log.Error("connector reload failed; keeping the last good policy", zap.Error(err))
+		}
+	}, d.store.Dir())
+	go watch(watchCtx, d.cfg.ReloadInterval, func() {
+		if err := d.reloadCredentials(); err != nil {
+			d.log.Error("credential reload failed; keeping the last good credentials", zap.Error(err))
+		}
+	}, filepath.Join(d.cfg.Home, CredentialsFile))
+
+	d.log.Info("serving", zap.String("proxy_addr", d.ProxyAddr()), zap.String("api_url", d.APIURL()),
+		zap.Int("connectors", len(d.snapshot.Load().Connectors())), zap.String("daemon_file", daemonFile))
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+		if err != nil {
+			err = fmt.Errorf("serving: %w", err)
+		}
+	}
+	d.shutdown()
+	return err
+}
+
+func (d *Daemon) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := d.apiHTTP.Shutdown(ctx); err != nil {
+		d.log.Warn("API shutdown", zap.Error(err))
+	}
+	if err := d.proxy.Shutdown(ctx); err != nil {
+		d.log.Warn("proxy shutdown", zap.Error(err))
+	}
+	d.api.Close()
+	for _, s := range d.sessions.List() {
+		_ = d.sessions.End(s.ID)
+	}
+	if err := d.audit.Close(); err != nil {
+		d.log.Warn("closing audit log", zap.Error(err))
+	}
+	d.log.Info("stopped")
+}
+
+func (d *Daemon) closeListeners() {
+	if d.proxyLn != nil {
+		d.proxyLn.Close()
+	}
+	if d.apiLn != nil {
+		d.apiLn.Close()
+	}
+}
+
+// reloadPolicy compiles the store's active connectors and swaps the
+// snapshot in; on error the previous snapshot stays.
+func (d *Daemon) reloadPolicy() error {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	res, err := d.store.Load()
+	if err != nil {
+		return fmt.Errorf("loading connector store: %w", err)
+	}
+	for _, p := range res.Problems {
+		d.log.Error("skipping installed connector", zap.String("reason", p))
+	}
+	snap, err := policy.Compile(res.Active)
+	if err != nil {
+		return fmt.Errorf("compiling policy: %w", err)
+	}
+	prev := d.snapshot.Swap(snap)
+	d.log.Info("policy loaded", zap.Int("connectors", len(snap.Connectors())), zap.Bool("reload", prev != nil))
+	return nil
+}
+
+// reloadCredentials rebuilds the resolver from credentials.json.
+func (d *Daemon) reloadCredentials() error {
+	path := filepath.Join(d.cfg.Home, CredentialsFile)
+	f, err := credentials.LoadFile(path)
+	if err != nil {
+		return fmt.Errorf("loading %s: %w", path, err)
+	}
+	// Previous keeps cached OAuth2 tokens and exec output of unchanged
+	// bindings across reloads.
+	r, err := credentials.NewResolver(credentials.ResolverConfig{File: f, Previous: d.creds.Load()})
+	if err != nil {
+		return fmt.Errorf("loading %s: %w", path, err)
+	}
+	prev := d.creds.Swap(r)
+	d.log.Info("credentials loaded", zap.Int("bindings", f.Len()), zap.Bool("reload", prev != nil))
+	return nil
+}
+
+func (d *Daemon) credentialSource() proxy.CredentialSource {
+	if r := d.creds.Load(); r != nil {
+		return r
+	}
+	return nil
+}
+
+func (d *Daemon) leafStats() (issued, hits uint64) {
+	issued, hits = d.endedIssued.Load(), d.endedHits.Load()
+	for _, s := range d.sessions.List() {
+		st := s.CA.Stats()
+		issued += st.Issued
+		hits += st.CacheHits
+	}
+	return issued, hits
+}
+
+// sessionEnded closes the session's tunnels, drops its API client, removes
+// its files and audits session.ended.
+func (d *Daemon) sessionEnded(s *session.Session, e session.Ending) {
+	st := s.CA.Stats()
+	d.endedIssued.Add(st.Issued)
+	d.endedHits.Add(st.CacheHits)
+	if d.proxy != nil {
+		d.proxy.CloseSession(s.ID)
+	}
+	if d.api != nil {
+		d.api.SessionEnded(s.ID)
+	}
+	_ = os.RemoveAll(filepath.Join(d.cfg.Home, SessionsDir, s.ID))
+	d.broker.ForgetSession(s.ID)
+	d.audit.Record(audit.Event{Event: audit.EventSessionEnded, SessionID: s.ID, Reason: e.Reason.String(), ExitCode: e.ExitCode})
+	fields := []zap.Field{zap.String("session_id", s.ID), zap.String("reason", e.Reason.String())}
+	if e.ExitCode != nil {
+		fields = append(fields, zap.Int("exit_code", *e.ExitCode))
+	}
+	d.log.Info("session ended", fields...)
+}
+
+// writeSessionFiles writes the session CA and the CA bundle (session CA then
+// system roots) under sessions/<id>/ for clients and the launcher to mount.
+func (d *Daemon) writeSessionFiles(s *session.Session) (caFile, bundleFile string, err error) {
+	dir := filepath.Join(d.cfg.Home, SessionsDir, s.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", fmt.Errorf("creating %s: %w", dir, err)
+	}
+	caFile = filepath.Join(dir, "ca.pem")
+	bundleFile = filepath.Join(dir, "ca-bundle.pem")
+	// The CA certificate is public; 0644 lets a container user read it.
+	if err := writeFileAtomic(caFile, s.CAPEM, 0o644); err != nil {
+		return "", "", fmt.Errorf("writing %s: %w", caFile, err)
+	}
+	if err := writeFileAtomic(bundleFile, ca.BundlePEM(s.CAPEM, d.systemRoots), 0o644); err != nil {
+		return "", "", fmt.Errorf("writing %s: %w", bundleFile, err)
+	}
+	return caFile, bundleFile, nil
+}
+
+func loadCertFiles(paths []string) ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("reading --upstream-ca %s: %w", p, err)
+		}
+		n := 0
+		for block, rest := pem.Decode(raw); block != nil; block, rest = pem.Decode(rest) {
+			if block.Type != "CERTIFICATE" {
+				continue
+			}
+			c, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("parsing --upstream-ca %s: %w", p, err)
+			}
+			certs = append(certs, c)
+			n++
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("--upstream-ca %s holds no PEM certificate; pass a PEM file", p)
+		}
+	}
+	return certs, nil
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating a token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// sessionAuth adapts the registry to the proxy's authenticator.
+type sessionAuth struct{ r *session.Registry }
+
+func (a sessionAuth) AuthenticateProxy(id, secret string) (proxy.Session, error) {
+	s, err := a.r.AuthenticateProxy(id, secret)
+	if err != nil {
+		return proxy.Session{}, err
+	}
+	return proxy.Session{ID: s.ID, Scope: s.Scope, CA: s.CA, ExpiresAt: s.ExpiresAt}, nil
+}
+
+// approver adapts the broker to the proxy's approver.
+type approver struct{ b *approval.Broker }
+
+func (a approver) Await(ctx context.Context, r proxy.ApprovalRequest) proxy.ApprovalOutcome {
+	out := a.b.Await(ctx, approval.Request{
+		SessionID: r.SessionID, ConnectorFQN: r.ConnectorFQN, Tool: r.Tool, Operation: r.Operation,
+		Method: r.Method, Host: r.Host, Path: r.Path, Fields: r.Fields,
+	})
+	switch out {
+	case approval.OutcomeApproved:
+		return proxy.ApprovalApproved
+	case approval.OutcomeTimeout:
+		return proxy.ApprovalTimedOut
+	default:
+		return proxy.ApprovalDenied
+	}
+}

@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// fingerprint summarises the state of the files under roots (path, size,
+// mode and modification time of each), so a change anywhere changes it.
+// Missing roots are part of the state, not errors.
+func fingerprint(roots ...string) [sha256.Size]byte {
+	var lines []string
+	for _, root := range roots {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				lines = append(lines, p+" !")
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			lines = append(lines, p+" "+strconv.FormatInt(info.Size(), 10)+" "+info.Mode().String()+" "+strconv.FormatInt(info.ModTime().UnixNano(), 10))
+			return nil
+		})
+	}
+	sort.Strings(lines)
+	h := sha256.New()
+	for _, l := range lines {
+		h.Write([]byte(l))
+		h.Write([]byte{'\n'})
+	}
+	var sum [sha256.Size]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+// watch calls reload whenever the fingerprint of roots changes, checking
+// every interval until ctx ends. Polling keeps it portable and dependency
+// free; the store changes rarely and a stat walk of it is cheap.
+func watch(ctx context.Context, interval time.Duration, reload func(), roots ...string) {
+	last := fingerprint(roots...)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			now := fingerprint(roots...)
+			if now != last {
+				last = now
+				reload()
+			}
+		}
+	}
+}
+
+// writeFileAtomic writes data to path with perm via a temp file and rename,
+// so readers never see a partial file.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,379 @@
+// Package integration holds end-to-end tests: the real aileron-proxy binary
+// running `serve`, real TLS upstreams on loopback, and real clients (curl,
+// Go's net/http, python3, BusyBox and GNU wget through generated shims).
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binPath is the aileron-proxy binary built once by TestMain.
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "aileron-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "aileron-proxy")
+	build := exec.Command("go", "build", "-o", binPath, "../cmd/aileron-proxy")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building aileron-proxy:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// canary is the credential stored for the test connector. No test output,
+// log, audit line or client-visible response may contain it.
+const canary = "canary-SECRET-7f3a9c1e5b"
+
+// cleanEnv is the environment for child processes: the machine's global CA
+// and proxy variables removed, so every test states the trust it means.
+func cleanEnv(extra ...string) []string {
+	drop := map[string]bool{}
+	for _, k := range []string{"SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO",
+		"NODE_EXTRA_CA_CERTS", "NIX_SSL_CERT_FILE", "PIP_CERT", "AWS_CA_BUNDLE", "HTTPLIB2_CA_CERTS",
+		"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
+		"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
+		"AILERON_HOME"} {
+		drop[k] = true
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !drop[k] {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// upstream is a loopback TLS server standing in for a real API. It records
+// what arrives so tests assert inside the upstream.
+type upstream struct {
+	*http.Server
+	addr     string
+	certPEM  []byte
+	certFile string
+
+	mu   sync.Mutex
+	reqs []recorded
+}
+
+type recorded struct {
+	Method, Path, RawQuery, Host, Proto string
+	Header                              http.Header
+	Body                                []byte
+}
+
+func (u *upstream) record(r *http.Request, body []byte) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.reqs = append(u.reqs, recorded{r.Method, r.URL.Path, r.URL.RawQuery, r.Host, r.Proto, r.Header.Clone(), body})
+}
+
+func (u *upstream) requests() []recorded {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]recorded(nil), u.reqs...)
+}
+
+func (u *upstream) last(t *testing.T) recorded {
+	t.Helper()
+	r := u.requests()
+	if len(r) == 0 {
+		t.Fatal("the upstream received no request")
+	}
+	return r[len(r)-1]
+}
+
+// newUpstream starts an HTTPS server (HTTP/1.1 and h2) for names on
+// 127.0.0.1 with handler h wrapped to record every request.
+func newUpstream(t *testing.T, names []string, h http.Handler) *upstream {
+	t.Helper()
+	cert, certPEM := selfSigned(t, names)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{addr: ln.Addr().String(), certPEM: certPEM}
+	u.certFile = filepath.Join(t.TempDir(), "upstream.pem")
+	if err := os.WriteFile(u.certFile, certPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u.Server = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var body []byte
+			if r.Body != nil && r.ContentLength != 0 && !strings.HasPrefix(r.URL.Path, "/upload") {
+				body, _ = readAllLimit(r.Body, 1<<20)
+			}
+			u.record(r, body)
+			h.ServeHTTP(w, r)
+		}),
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}},
+	}
+	go u.ServeTLS(ln, "", "")
+	t.Cleanup(func() { u.Close() })
+	return u
+}
+
+func readAllLimit(r interface{ Read([]byte) (int, error) }, limit int) ([]byte, error) {
+	var buf bytes.Buffer
+	b := make([]byte, 32<<10)
+	for buf.Len() < limit {
+		n, err := r.Read(b)
+		buf.Write(b[:n])
+		if err != nil {
+			break
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+func selfSigned(t *testing.T, names []string) (tls.Certificate, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: names[0]},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              names,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	kd, _ := x509.MarshalECPrivateKey(key)
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, certPEM
+}
+
+// daemon is a running `aileron-proxy serve` subprocess.
+type daemon struct {
+	home      string
+	cmd       *exec.Cmd
+	stderr    *lockedBuffer
+	APIURL    string `json:"api_url"`
+	ProxyAddr string `json:"proxy_addr"`
+	Admin     string `json:"admin_token"`
+	PID       int    `json:"pid"`
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// cli runs the binary with --home and returns stdout, stderr and the exit code.
+func cli(t *testing.T, home string, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, append([]string{"--home", home}, args...)...)
+	cmd.Env = cleanEnv()
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running aileron-proxy %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func mustCLI(t *testing.T, home, stdin string, args ...string) string {
+	t.Helper()
+	out, errOut, code := cli(t, home, stdin, args...)
+	if code != 0 {
+		t.Fatalf("aileron-proxy %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// startServe runs serve with extra flags and waits for daemon.json.
+func startServe(t *testing.T, home string, env []string, flags ...string) *daemon {
+	t.Helper()
+	args := append([]string{"--home", home, "serve", "--proxy-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"}, flags...)
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = cleanEnv(env...)
+	d := &daemon{home: home, cmd: cmd, stderr: &lockedBuffer{}}
+	cmd.Stderr = d.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("serve did not stop within 15s of SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("serve stderr:\n%s", d.stderr.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		raw, err := os.ReadFile(filepath.Join(home, "daemon.json"))
+		if err == nil && json.Unmarshal(raw, d) == nil && d.ProxyAddr != "" {
+			return d
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("serve exited early: %v\n%s", err, d.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve wrote no daemon.json within 30s\n%s", d.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sessionInfo is the JSON of `session create --json`.
+type sessionInfo struct {
+	ID           string `json:"id"`
+	APIToken     string `json:"api_token"`
+	ProxyURL     string `json:"proxy_url"`
+	CAPEM        string `json:"ca_pem"`
+	CAFile       string `json:"ca_file"`
+	CABundleFile string `json:"ca_bundle_file"`
+	ExpiresAt    string `json:"expires_at"`
+}
+
+func createSession(t *testing.T, home string, args ...string) sessionInfo {
+	t.Helper()
+	return parseSession(t, mustCLI(t, home, "", append([]string{"session", "create", "--json"}, args...)...))
+}
+
+func parseSession(t *testing.T, out string) sessionInfo {
+	t.Helper()
+	var s sessionInfo
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("session create --json printed %q: %v", out, err)
+	}
+	if s.ProxyURL == "" || s.CAFile == "" {
+		t.Fatalf("session create --json lacks proxy_url or ca_file: %s", out)
+	}
+	return s
+}
+
+// auditEvents reads every event in the daemon's audit log.
+func auditEvents(t *testing.T, home string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(filepath.Join(home, "audit", "audit.jsonl"))
+	if err != nil {
+		t.Fatalf("opening audit log: %v", err)
+	}
+	defer f.Close()
+	var evs []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("audit line %q is not JSON: %v", sc.Text(), err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// waitAudit waits until an event matching all of want is in the audit log.
+func waitAudit(t *testing.T, home string, want map[string]any) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, ev := range auditEvents(t, home) {
+			ok := true
+			for k, v := range want {
+				if fmt.Sprint(ev[k]) != fmt.Sprint(v) {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				return ev
+			}
+		}
+		if time.Now().After(deadline) {
+			raw, _ := os.ReadFile(filepath.Join(home, "audit", "audit.jsonl"))
+			t.Fatalf("no audit event matching %v; audit log:\n%s", want, raw)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is required under CI=true (run .ci/setup)", name)
+		}
+		t.Skipf("%s not installed (run .ci/setup)", name)
+	}
+	return p
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
