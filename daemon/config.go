@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/tailscale/hujson"
+
+	"github.com/aileron-dev/aileron-proxy/proxy"
 )
 
 // Defaults for Config fields left zero.
@@ -50,6 +52,9 @@ type Config struct {
 	ApprovalTimeout time.Duration
 	// ShutdownTimeout bounds the drain of in-flight requests on shutdown.
 	ShutdownTimeout time.Duration
+	// Limits bound what one client can make the proxy hold; zero fields
+	// take the proxy's defaults (see proxy.Limits).
+	Limits proxy.Limits
 	// AdvertiseProxyAddr, when set, is the proxy address put in session
 	// proxy URLs instead of the listen address (e.g. a gateway address that
 	// containers reach).
@@ -59,15 +64,30 @@ type Config struct {
 // fileConfig is the schema of the JSONC config file; keys use the same words
 // as the serve flags.
 type fileConfig struct {
-	ProxyListen     string   `json:"proxy_listen"`
-	APIListen       string   `json:"api_listen"`
-	Resolve         []string `json:"resolve"`
-	UpstreamCA      []string `json:"upstream_ca"`
-	Passthrough     []string `json:"passthrough"`
-	ReloadInterval  string   `json:"reload_interval"`
-	ApprovalTimeout string   `json:"approval_timeout"`
-	ShutdownTimeout string   `json:"shutdown_timeout"`
-	AdvertiseProxy  string   `json:"advertise_proxy_addr"`
+	ProxyListen     string      `json:"proxy_listen"`
+	APIListen       string      `json:"api_listen"`
+	Resolve         []string    `json:"resolve"`
+	UpstreamCA      []string    `json:"upstream_ca"`
+	Passthrough     []string    `json:"passthrough"`
+	ReloadInterval  string      `json:"reload_interval"`
+	ApprovalTimeout string      `json:"approval_timeout"`
+	ShutdownTimeout string      `json:"shutdown_timeout"`
+	AdvertiseProxy  string      `json:"advertise_proxy_addr"`
+	Limits          *fileLimits `json:"limits"`
+}
+
+// fileLimits is the "limits" object of the config file; durations are Go
+// duration strings ("30s").
+type fileLimits struct {
+	MaxHeaderBytes        int    `json:"max_header_bytes"`
+	MaxTunnelsPerSession  int    `json:"max_tunnels_per_session"`
+	IdleTimeout           string `json:"idle_timeout"`
+	ConnectTimeout        string `json:"connect_timeout"`
+	TLSHandshakeTimeout   string `json:"tls_handshake_timeout"`
+	DialTimeout           string `json:"dial_timeout"`
+	ResponseHeaderTimeout string `json:"response_header_timeout"`
+	MaxIdleConnsPerHost   int    `json:"max_idle_conns_per_host"`
+	MaxConcurrentStreams  uint32 `json:"max_concurrent_streams"`
 }
 
 // LoadConfigFile reads a JSONC config file (comments and trailing commas
@@ -86,7 +106,7 @@ func LoadConfigFile(path string, cfg *Config) error {
 	dec := json.NewDecoder(strings.NewReader(string(std)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
-		return fmt.Errorf("parsing config %s: %w (accepted keys: proxy_listen, api_listen, resolve, upstream_ca, passthrough, reload_interval, approval_timeout, shutdown_timeout, advertise_proxy_addr)", path, err)
+		return fmt.Errorf("parsing config %s: %w (accepted keys: proxy_listen, api_listen, resolve, upstream_ca, passthrough, reload_interval, approval_timeout, shutdown_timeout, advertise_proxy_addr, limits)", path, err)
 	}
 	set := func(dst *string, v string) {
 		if v != "" {
@@ -109,7 +129,7 @@ func LoadConfigFile(path string, cfg *Config) error {
 	if len(fc.Passthrough) > 0 {
 		cfg.Passthrough = fc.Passthrough
 	}
-	for _, d := range []struct {
+	durations := []struct {
 		key string
 		v   string
 		dst *time.Duration
@@ -117,7 +137,28 @@ func LoadConfigFile(path string, cfg *Config) error {
 		{"reload_interval", fc.ReloadInterval, &cfg.ReloadInterval},
 		{"approval_timeout", fc.ApprovalTimeout, &cfg.ApprovalTimeout},
 		{"shutdown_timeout", fc.ShutdownTimeout, &cfg.ShutdownTimeout},
-	} {
+	}
+	if l := fc.Limits; l != nil {
+		if l.MaxHeaderBytes < 0 || l.MaxTunnelsPerSession < 0 || l.MaxIdleConnsPerHost < 0 {
+			return fmt.Errorf("config %s: limits: counts must be positive (or omitted for the default)", path)
+		}
+		cfg.Limits.MaxHeaderBytes = l.MaxHeaderBytes
+		cfg.Limits.MaxTunnelsPerSession = l.MaxTunnelsPerSession
+		cfg.Limits.MaxIdleConnsPerHost = l.MaxIdleConnsPerHost
+		cfg.Limits.MaxConcurrentStreams = l.MaxConcurrentStreams
+		durations = append(durations, []struct {
+			key string
+			v   string
+			dst *time.Duration
+		}{
+			{"limits.idle_timeout", l.IdleTimeout, &cfg.Limits.IdleTimeout},
+			{"limits.connect_timeout", l.ConnectTimeout, &cfg.Limits.ConnectTimeout},
+			{"limits.tls_handshake_timeout", l.TLSHandshakeTimeout, &cfg.Limits.TLSHandshakeTimeout},
+			{"limits.dial_timeout", l.DialTimeout, &cfg.Limits.DialTimeout},
+			{"limits.response_header_timeout", l.ResponseHeaderTimeout, &cfg.Limits.ResponseHeaderTimeout},
+		}...)
+	}
+	for _, d := range durations {
 		if d.v == "" {
 			continue
 		}

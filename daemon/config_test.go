@@ -19,6 +19,9 @@ func TestLoadConfigFileExample(t *testing.T) {
 	if cfg.ApprovalTimeout != 120*time.Second || cfg.ShutdownTimeout != 10*time.Second {
 		t.Errorf("durations = %v, %v", cfg.ApprovalTimeout, cfg.ShutdownTimeout)
 	}
+	if cfg.Limits.MaxTunnelsPerSession != 256 || cfg.Limits.ResponseHeaderTimeout != 60*time.Second || cfg.Limits.MaxConcurrentStreams != 250 {
+		t.Errorf("limits = %+v", cfg.Limits)
+	}
 }
 
 func TestLoadConfigFileErrors(t *testing.T) {
@@ -27,6 +30,8 @@ func TestLoadConfigFileErrors(t *testing.T) {
 		{"bad duration", `{"approval_timeout": "soon"}`, `approval_timeout: "soon" is not a positive duration`},
 		{"bad resolve", `{"resolve": ["api.example.com=1.2.3.4:443"]}`, `is not HOST:PORT`},
 		{"syntax", `{"proxy_listen": }`, `parsing config`},
+		{"bad limit duration", `{"limits": {"idle_timeout": "forever"}}`, `limits.idle_timeout: "forever"`},
+		{"unknown limit", `{"limits": {"max_tunnels": 3}}`, `unknown field "max_tunnels"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -138,6 +138,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		Passthrough:   cfg.Passthrough,
 		Resolve:       cfg.Resolve,
 		UpstreamRoots: upstreamRoots,
+		Limits:        cfg.Limits,
 	})
 	if err != nil {
 		d.closeListeners()

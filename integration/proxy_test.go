@@ -235,6 +235,24 @@ func TestProxyAllowsAndInjects(t *testing.T) {
 	if strings.Contains(string(raw), "secret-query") || strings.Contains(string(raw), "client-supplied") {
 		t.Errorf("the audit log holds a query value or a header value")
 	}
+
+	resp, err := http.Get(e.d.APIURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"aileron_proxy_decisions_total", "aileron_proxy_open_tunnels",
+		"aileron_ca_leaves_issued_total", "aileron_ca_leaf_cache_hits_total", "aileron_proxy_upstream_latency_seconds"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, secret := range []string{canary, e.proxySecret(t), e.s.APIToken, e.d.Admin} {
+		if strings.Contains(string(metrics), secret) {
+			t.Errorf("/metrics exposes a secret")
+		}
+	}
 }
 
 func redactCanary(s string) string { return strings.ReplaceAll(s, canary, "<canary>") }
