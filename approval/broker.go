@@ -204,10 +204,13 @@ func (b *Broker) finish(w *waiter, out Outcome, reason string) bool {
 	b.mu.Unlock()
 	if ok {
 		b.audited(w.view, out, reason)
+		close(w.done)
 	}
 	return ok
 }
 
+// finishLocked marks w decided; the caller audits and then closes w.done
+// outside the lock.
 func (b *Broker) finishLocked(w *waiter, out Outcome, reason string) bool {
 	if _, ok := b.pending[w.view.ID]; !ok {
 		return false
@@ -220,7 +223,6 @@ func (b *Broker) finishLocked(w *waiter, out Outcome, reason string) bool {
 	w.view.Reason = reason
 	w.view.DecidedAt = &now
 	b.appendHistoryLocked(w.view)
-	close(w.done)
 	return true
 }
 
@@ -287,8 +289,11 @@ func (b *Broker) Decide(id string, d Decision, remember Remember) error {
 		}
 	}
 	b.mu.Unlock()
+	// approval.decided is recorded before the waiter wakes, so it always
+	// precedes the proxy's event for the same request.
 	for _, f := range finished {
 		b.audited(f.view, out, reason)
+		close(f.done)
 	}
 	return nil
 }
