@@ -129,6 +129,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newAuditCmd(a),
 		newConnectorCmd(a),
 		newCredentialCmd(a),
+		newLaunchCmd(a),
 		newSandboxCmd(a),
 		newServeCmd(a),
 		newSessionCmd(a),

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/daemon"
+	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/policy"
+)
+
+// How long launch waits for an in-process daemon to start and to stop.
+const (
+	inProcessStartTimeout = 15 * time.Second
+	inProcessStopTimeout  = 30 * time.Second
+)
+
+// newLaunchCmd is `aileron-proxy launch`: run an agent in a sandbox whose
+// only way out is the session's proxy and API.
+func newLaunchCmd(a *app) *cobra.Command {
+	var (
+		sandbox, buildFlag string
+		connectors         []string
+	)
+	cmd := &cobra.Command{
+		Use:   "launch [--sandbox=auto|docker|podman] [--sandbox-build=auto|always|never] [--project DIR] [--connector FQN]... -- AGENT [ARGS...]",
+		Short: "Run an agent in a sandbox whose only way out is the proxy",
+		Long: `Run AGENT in a one-shot Docker or Podman container for a new session.
+
+launch uses the running ` + "`aileron-proxy serve`" + ` (found through $AILERON_HOME/daemon.json);
+when none runs it starts one in-process for its own lifetime. It then:
+  1. renders tools.txt and one shim per tool of the session's connectors (--connector,
+     default every active one); a tool named like AGENT, or another conflict, stops
+     the launch before anything is created;
+  2. creates the session, prepares the project's sandbox image (--sandbox-build: auto
+     builds tier 0/1 images only when missing, always rebuilds, never fails when
+     missing) and validates it in a throwaway container;
+  3. creates an internal network for the session, with no route off the host: the
+     sandbox reaches only the proxy and the API, relayed on the network's gateway;
+  4. runs AGENT (the image's ENTRYPOINT is not used) as the image's user, with the
+     project mounted read-write at ` + launcher.WorkspacePath + ` (its working directory),
+     tools.txt at ` + launcher.SandboxToolsFile + `, the shims in ` + launcher.SandboxShimsDir + `,
+     the session CA at ` + launcher.SandboxCAFile + ` and the CA bundle at ` + launcher.SandboxCABundle + `
+     and over ` + launcher.SandboxSystemBundle + `, all read-only. The environment
+     carries AILERON_API_URL, AILERON_TOKEN, AILERON_SESSION_ID, HTTPS_PROXY and the CA
+     variables common clients read (see docs/launcher.md); secrets never go in argv.
+
+The image's user must be able to write the project directory: with a rootful runtime
+that is uid 1000 (user agent) for the sandbox-base image, so a root-owned 0700
+project fails the validation with its fix.
+
+A terminal is allocated when stdin is one. SIGINT and SIGTERM are passed to the agent;
+when it has not exited 10s later its container is removed. On exit the container, the
+network, the relays and the temporary files are removed and the session is ended,
+audited as session.ended with the agent's exit status.
+
+Exit status: the agent's; 1 when the sandbox could not be started; 2 on usage errors.`,
+		Example: `  aileron-proxy launch -- claude
+  aileron-proxy launch --sandbox=podman --connector github://acme/aileron-connector-github -- claude --model opus
+  aileron-proxy launch --project ../repo --sandbox-build=always -- sh -c 'gh pr list'`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError(fmt.Errorf("no agent command given; usage: %s", cmd.UseLine()))
+			}
+			return nil
+		},
+	}
+	// Use spells out the syntax, flags included.
+	cmd.DisableFlagsInUseLine = true
+	project := projectFlag(cmd)
+	f := cmd.Flags()
+	f.StringVar(&sandbox, "sandbox", "auto", "container runtime: auto (Docker when its engine answers, else Podman), docker or podman")
+	f.StringVar(&buildFlag, "sandbox-build", "auto", "build policy: auto (build tier 0/1 when missing), always or never")
+	f.StringArrayVar(&connectors, "connector", nil, "connector FQN the session may use (repeatable; default every active connector)")
+	// Everything after AGENT belongs to the agent, flags included.
+	f.SetInterspersed(false)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		kind, err := launcher.ParseRuntimeKind(sandbox)
+		if err != nil {
+			return usageError(fmt.Errorf("--sandbox: %w", err))
+		}
+		build, err := launcher.ParseBuildPolicy(buildFlag)
+		if err != nil {
+			return usageError(fmt.Errorf("--sandbox-build: %w", err))
+		}
+		return a.runLaunch(cmd.Context(), launchOptions{
+			runtime: kind, build: build, project: *project, connectors: connectors, agent: args,
+		})
+	}
+	return cmd
+}
+
+type launchOptions struct {
+	runtime    launcher.RuntimeKind
+	build      launcher.BuildPolicy
+	project    string
+	connectors []string
+	agent      []string
+}
+
+func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
+	log := a.consoleLogger()
+	defer log.Sync() //nolint:errcheck
+	plan, err := launcher.NewPlan(o.project, launcher.PlanOptions{})
+	if err != nil {
+		return err
+	}
+	for _, w := range plan.Warnings {
+		log.Warn(w)
+	}
+	store, err := policy.OpenStore(a.home)
+	if err != nil {
+		return err
+	}
+	loaded, err := store.Load()
+	if err != nil {
+		return fmt.Errorf("loading the installed connectors: %w", err)
+	}
+	for _, p := range loaded.Problems {
+		log.Warn(p)
+	}
+
+	// Signals go to the agent; main's context still ends on the first one.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	rt, err := launcher.NewRuntime(ctx, launcher.RuntimeConfig{Kind: o.runtime, Logger: log, Exec: launcher.SignalExecutor(sigs)})
+	if err != nil {
+		return err
+	}
+
+	client, stop, err := a.launchDaemon(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	info := client.Info()
+	code, err := launcher.Launch(ctx, launcher.LaunchConfig{
+		Logger:        log,
+		Runtime:       rt,
+		Plan:          plan,
+		BuildPolicy:   o.build,
+		Sessions:      client,
+		Daemon:        launcher.DaemonEndpoints{ProxyAddr: info.ProxyAddr, APIURL: info.APIURL},
+		Connectors:    loaded.Active,
+		ConnectorFQNs: o.connectors,
+		StoreDir:      store.Dir(),
+		Agent:         o.agent,
+		Stdin:         a.stdin,
+		Stdout:        a.stdout,
+		Stderr:        a.stderr,
+		TTY:           isTerminal(a.stdin),
+		AuditLog:      filepath.Join(a.home, filepath.FromSlash(daemon.AuditFile)),
+	})
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return withCode(code, nil)
+	}
+	return nil
+}
+
+// launchDaemon returns a client for the daemon of a.home. When none runs
+// (no daemon.json, or one naming a daemon that does not answer) it starts
+// one in this process, on loopback only, and stop shuts it down.
+func (a *app) launchDaemon(ctx context.Context, log *zap.Logger) (client *api.Client, stop func(), err error) {
+	path := filepath.Join(a.home, daemonFileName)
+	client, err = api.NewClient(path)
+	switch {
+	case err == nil:
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, perr := client.ListSessions(pctx)
+		cancel()
+		if perr == nil {
+			return client, func() {}, nil
+		}
+		var ae *api.APIError
+		if errors.As(perr, &ae) {
+			return nil, nil, fmt.Errorf("checking the daemon named in %s: %w", path, perr)
+		}
+		log.Warn("daemon.json names a daemon that does not answer; starting one in this process", zap.Error(perr))
+	case !errors.Is(err, api.ErrNoDaemon):
+		return nil, nil, err
+	}
+	return a.startInProcessDaemon(ctx, log, path)
+}
+
+// startInProcessDaemon runs serve's daemon in this process with the
+// settings of $AILERON_HOME/config.json, except that both listeners are on
+// 127.0.0.1 with free ports: sandboxes reach them only through launch's
+// relays. It publishes daemon.json like serve, so other commands (approvals,
+// audit tail) find it while launch runs.
+func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonFile string) (*api.Client, func(), error) {
+	cfg := daemon.Config{Home: a.home}
+	conf := filepath.Join(a.home, "config.json")
+	if _, err := os.Stat(conf); err == nil {
+		if err := daemon.LoadConfigFile(conf, &cfg); err != nil {
+			return nil, nil, err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("reading %s: %w", conf, err)
+	}
+	cfg.ProxyListen, cfg.APIListen, cfg.AdvertiseProxyAddr = "127.0.0.1:0", "127.0.0.1:0", ""
+	dlog := log.Named("daemon")
+	if !a.verbose {
+		// Approvals waiting for a person are warnings: keep those.
+		dlog = dlog.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+	}
+	d, err := daemon.New(cfg, dlog)
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting the daemon in this process: %w", err)
+	}
+	// The daemon outlives ctx: the session is ended after a Ctrl-C.
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- d.Run(dctx) }()
+	stop := func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				log.Warn("the in-process daemon stopped with an error", zap.Error(err))
+			}
+		case <-time.After(inProcessStopTimeout):
+			log.Warn("the in-process daemon did not stop in time")
+		}
+	}
+	// Run publishes daemon.json first thing; wait until it names this daemon.
+	deadline := time.NewTimer(inProcessStartTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if info, err := api.ReadDaemonInfo(daemonFile); err == nil && info.APIURL == d.APIURL() {
+			break
+		}
+		select {
+		case err := <-done:
+			cancel()
+			return nil, nil, fmt.Errorf("starting the daemon in this process: %w", errors.Join(err, errors.New("it stopped before publishing daemon.json")))
+		case <-deadline.C:
+			stop()
+			return nil, nil, fmt.Errorf("starting the daemon in this process: %s did not appear within %s", daemonFile, inProcessStartTimeout)
+		case <-tick.C:
+		}
+	}
+	client, err := api.NewClient(daemonFile)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	log.Info("no daemon was running; started one in this process for the launch", zap.String("api_url", d.APIURL()))
+	return client, stop, nil
+}
+
+// isTerminal reports whether r is a terminal.
+func isTerminal(r any) bool {
+	f, ok := r.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}

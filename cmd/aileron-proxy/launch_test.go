@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/spf13/cobra"
+)
+
+func TestLaunchUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no agent", []string{"launch"}, "no agent command given"},
+		{"no agent after dash", []string{"launch", "--"}, "no agent command given"},
+		{"bad sandbox", []string{"launch", "--sandbox=lxc", "--", "claude"}, `--sandbox: unknown container runtime "lxc"`},
+		{"bad build policy", []string{"launch", "--sandbox-build=sometimes", "--", "claude"}, `--sandbox-build: unknown build policy "sometimes"`},
+		{"unknown flag", []string{"launch", "--bogus", "--", "claude"}, "unknown flag: --bogus"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := cliRun(t, t.TempDir(), tc.args...)
+			if code != exitUsage || !strings.Contains(stderr, tc.want) {
+				t.Errorf("%q = exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+			}
+		})
+	}
+}
+
+// TestLaunchHelpGolden pins launch's help and enforces the cobra
+// conventions of STYLE.md on it.
+func TestLaunchHelpGolden(t *testing.T) {
+	stdout, stderr, code := cliRun(t, t.TempDir(), "launch", "--help")
+	if code != exitOK || stderr != "" {
+		t.Fatalf("launch --help: exit %d, stderr %q", code, stderr)
+	}
+	path := filepath.Join("testdata", "launch-help.golden")
+	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
+		if err := os.WriteFile(path, []byte(stdout), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s (create it with -update): %v", path, err)
+	}
+	if stdout != string(want) {
+		t.Errorf("help differs from %s (rerun with -update and review the diff):\n%s", path, stdout)
+	}
+
+	root := newRootCmd(newApp(strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}, func(string) string { return "" }))
+	var c *cobra.Command
+	for _, sub := range root.Commands() {
+		if sub.Name() == "launch" {
+			c = sub
+		}
+	}
+	if c == nil {
+		t.Fatal("launch is not registered in root.go")
+	}
+	if c.Args == nil || c.Long == "" || c.Example == "" || !strings.HasPrefix(c.Use, "launch ") {
+		t.Errorf("launch: Args, Long, Example and a Use with syntax are required")
+	}
+	if !unicode.IsUpper([]rune(c.Short)[0]) || strings.HasSuffix(c.Short, ".") {
+		t.Errorf("launch: Short %q must start with a capital and have no period", c.Short)
+	}
+	for _, ex := range strings.Split(c.Example, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(ex), "aileron-proxy launch ") {
+			t.Errorf("example %q does not start with the command", ex)
+		}
+	}
+	for _, m := range regexp.MustCompile(`--([A-Za-z0-9_-]+)`).FindAllStringSubmatch(c.LocalFlags().FlagUsages(), -1) {
+		if f := m[1]; strings.ToLower(f) != f || strings.Contains(f, "_") {
+			t.Errorf("flag --%s is not kebab-case", f)
+		}
+	}
+}
+
+// fakeDockerScript stands in for the docker CLI: it logs each argv,
+// answers the image, network and check calls, and runs the agent on the
+// host with the env file's variables (the "gateway" is 127.0.0.1).
+const fakeDockerScript = `#!/bin/sh
+printf '%s\n' "$*" >> "$AILERON_FAKE_DOCKER_LOG"
+case "$1 ${2-}" in
+"image inspect") echo sha256:feed; exit 0 ;;
+"network create") echo netid; exit 0 ;;
+"network inspect") echo '[{"IPAM":{"Config":[{"Subnet":"127.0.0.0/8","Gateway":"127.0.0.1"}]}}]'; exit 0 ;;
+"network rm") exit 0 ;;
+esac
+[ "$1" = rm ] && exit 0
+[ "$1" = run ] || exit 1
+case " $* " in
+*" --network none "*)
+	printf 'aileron-check:shell:ok\naileron-check:uid:1000\naileron-check:path:/bin\naileron-check:workspace:ok\naileron-check:agent:ok:/bin/sh\naileron-check:wget:ok:/bin/wget\n'
+	exit 0 ;;
+esac
+shift
+envfile= entry=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--env-file) envfile=$2; shift 2 ;;
+	--entrypoint) entry=$2; shift 2 ;;
+	--rm | --interactive | --tty) shift ;;
+	--*) shift 2 ;;
+	*) break ;;
+	esac
+done
+shift
+while IFS= read -r line; do export "$line"; done < "$envfile"
+exec "$entry" "$@"
+`
+
+// TestLaunchStartsDaemonInProcess: with no serve running, launch runs the
+// daemon in-process for its lifetime; the agent reaches its API through
+// the relay, its exit status becomes launch's and is audited.
+func TestLaunchStartsDaemonInProcess(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "docker"), []byte(fakeDockerScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "docker.log")
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("AILERON_FAKE_DOCKER_LOG", log)
+	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"} {
+		t.Setenv(k, "")
+	}
+	home, project := t.TempDir(), t.TempDir()
+	out := filepath.Join(project, "agent.out")
+	// The agent records what it sees, calls the API through the relay and exits 3.
+	script := `{ test -f "$1/daemon.json" && echo daemon=yes
+echo "api=$AILERON_API_URL"
+curl -sS --noproxy '*' --max-time 10 -o /dev/null -w 'status=%{http_code}\n' "$AILERON_API_URL/openapi.json"
+} > "$2" 2>&1; exit 3`
+	_, stderr, code := cliRun(t, home, "launch", "--sandbox=docker", "--project", project, "--", "sh", "-c", script, "agent", home, out)
+	if code != 3 {
+		t.Fatalf("launch = exit %d, want the agent's 3\nstderr: %s", code, stderr)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("the agent did not run: %v\nstderr: %s", err, stderr)
+	}
+	for _, w := range []string{"daemon=yes", "api=http://127.0.0.1:", "status=200"} {
+		if !strings.Contains(string(got), w) {
+			t.Errorf("agent output lacks %q:\n%s", w, got)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(home, daemonFileName)); !os.IsNotExist(err) {
+		t.Errorf("daemon.json outlived launch (%v)", err)
+	}
+	m := regexp.MustCompile(`session  (ses_[0-9a-f]+)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no session in the banner:\n%s", stderr)
+	}
+	raw, err := os.ReadFile(filepath.Join(home, "audit", "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := false
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var ev struct {
+			Event     string `json:"event"`
+			SessionID string `json:"session_id"`
+			ExitCode  *int   `json:"exit_code"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Event == "session.ended" && ev.SessionID == m[1] && ev.ExitCode != nil && *ev.ExitCode == 3 {
+			ended = true
+		}
+	}
+	if !ended {
+		t.Errorf("no session.ended event with exit_code 3 for %s:\n%s", m[1], raw)
+	}
+	calls, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"network create --internal", "network rm aileron-" + m[1], "rm --force aileron-" + m[1]} {
+		if !strings.Contains(string(calls), w) {
+			t.Errorf("docker calls lack %q:\n%s", w, calls)
+		}
+	}
+}

@@ -1,0 +1,478 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/shims"
+)
+
+// LabelSession records, on the containers and networks launch creates, the
+// session they belong to.
+const LabelSession = "dev.aileron.session"
+
+// Defaults for LaunchConfig fields left zero.
+const (
+	DefaultStopGrace      = 10 * time.Second
+	DefaultCleanupTimeout = 30 * time.Second
+)
+
+// SessionClient is the part of the daemon's operator API that Launch uses;
+// *api.Client implements it.
+type SessionClient interface {
+	CreateSession(ctx context.Context, req api.CreateSessionRequest) (*api.CreatedSession, error)
+	// EndSession ends a session without an exit status (the agent never ran).
+	EndSession(ctx context.Context, id string) error
+	// EndSessionWithExitCode ends a session, recording the agent's exit
+	// status in the session.ended audit event.
+	EndSessionWithExitCode(ctx context.Context, id string, code int) error
+}
+
+var _ SessionClient = (*api.Client)(nil)
+
+// DaemonEndpoints are where the daemon listens on the host (daemon.json).
+// Launch never hands them to the sandbox: it relays them through the
+// sandbox network's gateway.
+type DaemonEndpoints struct {
+	// ProxyAddr is the proxy's host:port, e.g. "127.0.0.1:3128".
+	ProxyAddr string
+	// APIURL is the control API's base URL without /v1, e.g.
+	// "http://127.0.0.1:7700".
+	APIURL string
+}
+
+// LaunchConfig configures Launch. Required fields say so.
+type LaunchConfig struct {
+	// Logger is required.
+	Logger *zap.Logger
+	// Runtime runs the containers; required. Build it with SignalExecutor
+	// so signals reach the agent.
+	Runtime Runtime
+	// Plan is the project's sandbox plan (NewPlan); required. Its
+	// ProjectDir is mounted at WorkspacePath, read-write.
+	Plan *Plan
+	// BuildPolicy is how the image is prepared (see Prepare); required.
+	BuildPolicy BuildPolicy
+	// Sessions creates and ends the session; required.
+	Sessions SessionClient
+	// Daemon is where the relays forward to; both fields required.
+	Daemon DaemonEndpoints
+	// Connectors are the active installed connectors (policy.Store.Load's
+	// Active); their tools become shims.
+	Connectors []policy.Connector
+	// ConnectorFQNs restricts the session to these connectors; empty means
+	// every connector in Connectors.
+	ConnectorFQNs []string
+	// StoreDir is the connector store directory (policy.Store.Dir); the
+	// session's packages are copied from it and mounted read-only at
+	// SandboxManifestsDir. Empty mounts no manifests.
+	StoreDir string
+	// Agent is the command and its arguments; Agent[0] is required and runs
+	// as the container's entrypoint, looked up on the image's PATH.
+	Agent []string
+	// Stdin, Stdout and Stderr connect to the agent; nil means none.
+	// Banner, warnings and build output go to Stderr.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// TTY allocates a terminal for the agent (set it when Stdin is one).
+	TTY bool
+	// AuditLog is the daemon's audit file, named in the banner; optional.
+	AuditLog string
+	// StopGrace is how long the agent has to exit after ctx ends (the
+	// signal itself reaches it through SignalExecutor) before its
+	// container is removed; zero means DefaultStopGrace.
+	StopGrace time.Duration
+	// CleanupTimeout bounds each teardown step (removing the container,
+	// the network, ending the session); zero means DefaultCleanupTimeout.
+	CleanupTimeout time.Duration
+}
+
+// validate checks the required fields and fills in the defaults.
+func (cfg *LaunchConfig) validate() error {
+	var missing []string
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{
+		{"Logger", cfg.Logger != nil}, {"Runtime", cfg.Runtime != nil}, {"Plan", cfg.Plan != nil},
+		{"Sessions", cfg.Sessions != nil}, {"Daemon.ProxyAddr", cfg.Daemon.ProxyAddr != ""},
+		{"Daemon.APIURL", cfg.Daemon.APIURL != ""}, {"BuildPolicy", cfg.BuildPolicy != ""},
+	} {
+		if !f.ok {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("launching: LaunchConfig is missing required fields: %s", strings.Join(missing, ", "))
+	}
+	if cfg.Plan.Tier == TierUnset {
+		return errors.New("launching: the plan has no tier (use NewPlan)")
+	}
+	if len(cfg.Agent) == 0 || strings.TrimSpace(cfg.Agent[0]) == "" {
+		return errors.New("launching: no agent command given (pass it after --, e.g. `aileron-proxy launch -- claude`)")
+	}
+	if a := cfg.Agent[0]; strings.HasPrefix(a, "-") || strings.ContainsAny(a, "\x00\n") {
+		return fmt.Errorf("launching: agent command %q is not a command name or path (pass it after --, e.g. `aileron-proxy launch -- claude`)", a)
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = io.Discard
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = io.Discard
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = DefaultStopGrace
+	}
+	if cfg.CleanupTimeout <= 0 {
+		cfg.CleanupTimeout = DefaultCleanupTimeout
+	}
+	return nil
+}
+
+// launch is one Launch in progress: what it created, to undo in reverse.
+type launch struct {
+	cfg  LaunchConfig
+	rt   Runtime
+	log  *zap.Logger
+	undo []undoStep
+	// exitCode is the agent's exit status once it ran.
+	exitCode *int
+}
+
+type undoStep struct {
+	what string
+	fn   func(ctx context.Context) error
+}
+
+func (l *launch) onExit(what string, fn func(ctx context.Context) error) {
+	l.undo = append(l.undo, undoStep{what, fn})
+}
+
+// Launch runs the agent in a one-shot sandbox container and returns its
+// exit status. In order, it:
+//
+//  1. renders tools.txt and the shims of the session's connectors, so a
+//     tool that would shadow the agent command (or another conflict) stops
+//     the launch before anything is created;
+//  2. creates a session on the daemon for cfg.ConnectorFQNs;
+//  3. prepares the image with cfg.BuildPolicy and validates it (Check)
+//     with the project mounted;
+//  4. creates a per-session internal network (no route off the host) and
+//     two relays on its gateway to the daemon's proxy and API;
+//  5. runs the agent on that network with the session's environment and
+//     read-only mounts (see SandboxEnv and docs/launcher.md).
+//
+// Whatever happens, everything it created is removed on return: the
+// container, the network, the relays, the temporary files, and the session
+// is ended (with the agent's exit status once it ran). err is non-nil when
+// the agent could not be run; the status is then 0.
+func Launch(ctx context.Context, cfg LaunchConfig) (code int, err error) {
+	if err := cfg.validate(); err != nil {
+		return 0, err
+	}
+	l := &launch{cfg: cfg, rt: cfg.Runtime, log: cfg.Logger.Named("launch")}
+	defer l.cleanup(ctx)
+	return l.run(ctx)
+}
+
+// cleanup runs the undo steps in reverse, each even when ctx has ended
+// and each with its own CleanupTimeout, so a slow step cannot starve the
+// session's end.
+func (l *launch) cleanup(ctx context.Context) {
+	for i := len(l.undo) - 1; i >= 0; i-- {
+		s := l.undo[i]
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CleanupTimeout)
+		err := s.fn(cctx)
+		cancel()
+		if err != nil {
+			l.log.Warn("cleaning up after the sandbox failed", zap.String("step", s.what), zap.Error(err))
+		}
+	}
+}
+
+func (l *launch) run(ctx context.Context) (int, error) {
+	cfg := &l.cfg
+	agent := cfg.Agent[0]
+	conns, err := selectConnectors(cfg.Connectors, cfg.ConnectorFQNs)
+	if err != nil {
+		return 0, err
+	}
+	rendered, err := shims.Render(shims.RenderOptions{Connectors: conns, AgentCommand: path.Base(agent)})
+	if err != nil {
+		return 0, fmt.Errorf("%w\nnothing was started", err)
+	}
+
+	req := api.CreateSessionRequest{}
+	for _, c := range conns {
+		req.Connectors = append(req.Connectors, c.Spec.Connector.FQN)
+	}
+	sess, err := cfg.Sessions.CreateSession(ctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("creating the session: %w", err)
+	}
+	l.onExit("ending session "+sess.ID, func(ctx context.Context) error {
+		if l.exitCode != nil {
+			return l.cfg.Sessions.EndSessionWithExitCode(ctx, sess.ID, *l.exitCode)
+		}
+		return l.cfg.Sessions.EndSession(ctx, sess.ID)
+	})
+	l.log = l.log.With(zap.String("session_id", sess.ID))
+	warnUnrendered(l.log, sess.Connectors, conns)
+
+	files, err := writeSandboxFiles(sess, rendered, conns, cfg.StoreDir, l.log)
+	if files != nil {
+		l.onExit("removing "+files.dir, func(context.Context) error { return os.RemoveAll(files.dir) })
+	}
+	if err != nil {
+		return 0, err
+	}
+
+	plan := cfg.Plan
+	if _, err := Prepare(ctx, l.rt, plan, PrepareOptions{Policy: cfg.BuildPolicy, Output: cfg.Stderr}); err != nil {
+		return 0, err
+	}
+	rep, err := Check(ctx, l.rt, CheckOptions{
+		Image: plan.Image, Agent: agent, Shims: len(rendered.Shims) > 0,
+		Workspace: plan.ProjectDir, BaseImage: plan.BaseImage,
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := rep.Err(); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("launching: %w", err)
+	}
+
+	name := "aileron-" + sess.ID
+	labels := map[string]string{LabelManaged: "true", LabelSession: sess.ID}
+	network, err := l.rt.NetworkCreate(ctx, NetworkRequest{Name: name, Internal: true, DisableDNS: true, Labels: labels})
+	if err != nil {
+		return 0, fmt.Errorf("creating the sandbox network: %w", err)
+	}
+	l.onExit("removing network "+name, func(ctx context.Context) error { return l.removeNetwork(ctx, name) })
+
+	proxyRelay, apiRelay, err := l.startRelays(network.Gateway)
+	if err != nil {
+		return 0, err
+	}
+	env, warnings, err := SandboxEnv(SandboxEnvInput{
+		Session:      sess,
+		ProxyAddr:    proxyRelay.Addr(),
+		APIURL:       cfg.Daemon.APIURL,
+		APIAddr:      apiRelay.Addr(),
+		HostAlias:    l.rt.HostAlias(),
+		ContainerEnv: plan.ContainerEnv,
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, w := range warnings {
+		l.log.Warn(w)
+	}
+	run := RunRequest{
+		Image:       plan.Image,
+		Entrypoint:  agent,
+		Cmd:         cfg.Agent[1:],
+		Name:        name,
+		Network:     network.Name,
+		AddHosts:    map[string]string{l.rt.HostAlias(): network.Gateway},
+		Workdir:     WorkspacePath,
+		Env:         env,
+		Mounts:      files.mounts(plan.ProjectDir, rendered),
+		Labels:      labels,
+		Interactive: true,
+		TTY:         cfg.TTY,
+		Stdin:       cfg.Stdin,
+		Stdout:      cfg.Stdout,
+		Stderr:      cfg.Stderr,
+	}
+	writeBanner(cfg.Stderr, bannerInfo{
+		session: sess.ID, plan: plan, rt: l.rt, tools: rendered.Shims,
+		network: network, proxy: proxyRelay.Addr(), auditLog: cfg.AuditLog,
+	})
+	return l.runAgent(ctx, run)
+}
+
+// runAgent runs the container. The run is not tied to ctx: when ctx ends
+// the agent gets StopGrace to exit on the signal SignalExecutor relayed,
+// then its container is removed.
+func (l *launch) runAgent(ctx context.Context, req RunRequest) (int, error) {
+	l.onExit("removing container "+req.Name, func(ctx context.Context) error { return l.removeContainer(ctx, req.Name) })
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRun()
+	finished := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-finished:
+			return
+		case <-ctx.Done():
+		}
+		l.log.Info("stopping: waiting for the agent to exit", zap.Duration("grace", l.cfg.StopGrace))
+		select {
+		case <-finished:
+			return
+		case <-time.After(l.cfg.StopGrace):
+		}
+		l.log.Warn("the agent did not exit in time; removing its container", zap.String("container", req.Name))
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := l.rt.ContainerRemove(rctx, req.Name); err != nil {
+			l.log.Warn("removing the container failed", zap.Error(err))
+		}
+		cancelRun()
+	}()
+	code, err := l.rt.Run(runCtx, req)
+	close(finished)
+	<-watched
+	if err != nil {
+		return 0, fmt.Errorf("running the agent: %w", err)
+	}
+	l.exitCode = &code
+	l.log.Debug("agent exited", zap.Int("exit_code", code))
+	return code, nil
+}
+
+// startRelays starts the proxy and API relays on the gateway address.
+func (l *launch) startRelays(gateway string) (proxyRelay, apiRelay *Relay, err error) {
+	proxyTarget, err := dialTarget(l.cfg.Daemon.ProxyAddr, l.log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("relaying to the daemon's proxy: %w", err)
+	}
+	apiHost, err := apiHostPort(l.cfg.Daemon.APIURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	apiTarget, err := dialTarget(apiHost, l.log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("relaying to the daemon's API: %w", err)
+	}
+	listen := net.JoinHostPort(gateway, "0")
+	proxyRelay, err = NewRelay(RelayConfig{Logger: l.log, Name: "proxy", Listen: listen, Target: proxyTarget})
+	if err != nil {
+		return nil, nil, err
+	}
+	l.onExit("closing the proxy relay", func(context.Context) error { return proxyRelay.Close() })
+	apiRelay, err = NewRelay(RelayConfig{Logger: l.log, Name: "api", Listen: listen, Target: apiTarget})
+	if err != nil {
+		return nil, nil, err
+	}
+	l.onExit("closing the API relay", func(context.Context) error { return apiRelay.Close() })
+	return proxyRelay, apiRelay, nil
+}
+
+// removeContainer force-removes the container; one that --rm is already
+// removing is not an error.
+func (l *launch) removeContainer(ctx context.Context, name string) error {
+	err := l.rt.ContainerRemove(ctx, name)
+	if err != nil && strings.Contains(err.Error(), "already in progress") {
+		return nil
+	}
+	return err
+}
+
+// removeNetwork removes the network, retrying while the runtime still
+// detaches the container (--rm finishes asynchronously), bounded by ctx.
+func (l *launch) removeNetwork(ctx context.Context, name string) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := l.rt.NetworkRemove(ctx, name)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (remove it with `%s network rm %s`)", err, l.rt.Kind(), name)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// selectConnectors picks the connectors named by fqns, all of them when
+// fqns is empty; an FQN that is not active is an error listing the others.
+func selectConnectors(active []policy.Connector, fqns []string) ([]policy.Connector, error) {
+	if len(fqns) == 0 {
+		return active, nil
+	}
+	byFQN := map[string]policy.Connector{}
+	var names []string
+	for _, c := range active {
+		if c.Spec == nil {
+			continue
+		}
+		byFQN[c.Spec.Connector.FQN] = c
+		names = append(names, c.Spec.Connector.FQN)
+	}
+	var out []policy.Connector
+	seen := map[string]bool{}
+	var unknown []string
+	for _, f := range fqns {
+		c, ok := byFQN[f]
+		switch {
+		case !ok:
+			unknown = append(unknown, f)
+		case !seen[f]:
+			seen[f] = true
+			out = append(out, c)
+		}
+	}
+	if len(unknown) > 0 {
+		avail := "none are installed (install one with `aileron-proxy connector install PATH`)"
+		if len(names) > 0 {
+			avail = "active connectors: " + strings.Join(names, ", ")
+		}
+		verb := "are"
+		if len(unknown) == 1 {
+			verb = "is"
+		}
+		return nil, fmt.Errorf("selecting connectors: %s %s not installed or not active (check --connector); %s", quoteList(unknown), verb, avail)
+	}
+	return out, nil
+}
+
+// warnUnrendered warns about session connectors that have no shims (an
+// external daemon that loaded a connector the store no longer has).
+func warnUnrendered(log *zap.Logger, sessionFQNs []string, rendered []policy.Connector) {
+	have := map[string]bool{}
+	for _, c := range rendered {
+		have[c.Spec.Connector.FQN] = true
+	}
+	for _, f := range sessionFQNs {
+		if !have[f] {
+			log.Warn("the session includes a connector that is not active in the store; its tools have no shims", zap.String("connector", f))
+		}
+	}
+}
+
+// dialTarget turns a daemon listen address into one to dial: a wildcard
+// address (which also exposes the daemon to every sandbox, through the
+// gateway) is dialled on loopback.
+func dialTarget(hostport string, log *zap.Logger) (string, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", fmt.Errorf("address %q is not host:port: %w (restart `aileron-proxy serve`)", hostport, err)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		log.Warn("the daemon listens on a wildcard address, which sandboxes can reach through their gateway; bind serve to 127.0.0.1 (--proxy-listen, --api-listen)", zap.String("addr", hostport))
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port), nil
+}

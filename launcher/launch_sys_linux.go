@@ -1,0 +1,29 @@
+package launcher
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// freebindControl sets IP_FREEBIND so a relay can bind a gateway address
+// before Podman has added it to the host (it does so when the first
+// container joins the network).
+func freebindControl(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_FREEBIND, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// ownProcessGroup starts cmd in a process group of its own, so a signal a
+// terminal sends to launch's group does not reach it besides the copy
+// launch relays.
+func ownProcessGroup(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+}

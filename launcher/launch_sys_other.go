@@ -1,0 +1,15 @@
+//go:build !linux
+
+package launcher
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// freebindControl binds normally: IP_FREEBIND is Linux-only, and the
+// gateway address of a Docker network exists as soon as it is created.
+func freebindControl(_, _ string, _ syscall.RawConn) error { return nil }
+
+// ownProcessGroup leaves cmd in launch's process group.
+func ownProcessGroup(*exec.Cmd) {}
