@@ -42,7 +42,7 @@ func (e *env) run(t *testing.T, token string, body string, hdr ...string) (int, 
 func TestRunEndpointThroughProxy(t *testing.T) {
 	e := newEnv(t)
 	t.Run("GET with query args", func(t *testing.T) {
-		code, v := e.run(t, e.s.APIToken, `{"connector_fqn":"local://test/echo","tool":"echo","operation":"items.list","args":{"q":"a b","limit":1000000,"tag":["x","y"]}}`)
+		code, v := e.run(t, e.s.APIToken, `{"connector_fqn":"local://test/echo","tool":"testapi","operation":"items.list","args":{"q":"a b","limit":1000000,"tag":["x","y"]}}`)
 		if code != 200 || v["status"] != "proxied" || fmt.Sprint(v["upstream_status"]) != "200" {
 			t.Fatalf("run = %d %v", code, v)
 		}
@@ -59,7 +59,7 @@ func TestRunEndpointThroughProxy(t *testing.T) {
 		waitAudit(t, e.home, map[string]any{"event": "connector.proxy.proxied", "operation": "items.list", "source": "run_endpoint"})
 	})
 	t.Run("POST with JSON body and template", func(t *testing.T) {
-		code, v := e.run(t, e.s.APIToken, `{"connector_fqn":"local://test/echo","tool":"echo","operation":"items.create","args":{"name":"n\"q","count":3}}`)
+		code, v := e.run(t, e.s.APIToken, `{"connector_fqn":"local://test/echo","tool":"testapi","operation":"items.create","args":{"name":"n\"q","count":3}}`)
 		if code != 200 || fmt.Sprint(v["upstream_status"]) != "201" {
 			t.Fatalf("run = %d %v", code, v)
 		}
@@ -67,14 +67,14 @@ func TestRunEndpointThroughProxy(t *testing.T) {
 		if err := json.Unmarshal(e.up.last(t).Body, &body); err != nil || body["name"] != `n"q` || fmt.Sprint(body["count"]) != "3" {
 			t.Errorf("upstream body = %s (%v)", e.up.last(t).Body, err)
 		}
-		code, v = e.run(t, e.s.APIToken, `{"connector_fqn":"local://test/echo","tool":"echo","operation":"items.get","args":{"id":"a b"}}`)
+		code, v = e.run(t, e.s.APIToken, `{"connector_fqn":"local://test/echo","tool":"testapi","operation":"items.get","args":{"id":"a b"}}`)
 		if code != 200 || e.up.last(t).Path != "/v1/items/a b" {
 			t.Errorf("template filled from args = %d %v, upstream path %q", code, v, e.up.last(t).Path)
 		}
 		// A slash in a template value would change the path's shape: the
 		// run endpoint refuses it before anything is sent.
 		before := len(e.up.requests())
-		code, v = e.run(t, e.s.APIToken, `{"connector_fqn":"local://test/echo","tool":"echo","operation":"items.get","args":{"id":"a/../b"}}`)
+		code, v = e.run(t, e.s.APIToken, `{"connector_fqn":"local://test/echo","tool":"testapi","operation":"items.get","args":{"id":"a/../b"}}`)
 		if ee, _ := v["error"].(map[string]any); code != 400 || ee["code"] != "invalid_args" || len(e.up.requests()) != before {
 			t.Errorf("template value with a slash = %d %v, want 400 invalid_args and no upstream request", code, v)
 		}
@@ -86,10 +86,10 @@ func TestRunEndpointThroughProxy(t *testing.T) {
 			code int
 			err  string
 		}{
-			{`{"connector_fqn":"local://test/echo","tool":"echo","operation":"nope","args":{}}`, 404, "connector_operation_not_found"},
-			{`{"connector_fqn":"local://test/echo","tool":"echo","operation":"items.list","args":{"limit":1.5}}`, 400, "invalid_args"},
-			{`{"connector_fqn":"local://test/echo","tool":"echo","operation":"items.list","args":{"unknown":1}}`, 400, "invalid_args"},
-			{`{"connector_fqn":"local://test/echo","tool":"echo","operation":"items.create","args":{}}`, 400, "invalid_args"},
+			{`{"connector_fqn":"local://test/echo","tool":"testapi","operation":"nope","args":{}}`, 404, "connector_operation_not_found"},
+			{`{"connector_fqn":"local://test/echo","tool":"testapi","operation":"items.list","args":{"limit":1.5}}`, 400, "invalid_args"},
+			{`{"connector_fqn":"local://test/echo","tool":"testapi","operation":"items.list","args":{"unknown":1}}`, 400, "invalid_args"},
+			{`{"connector_fqn":"local://test/echo","tool":"testapi","operation":"items.create","args":{}}`, 400, "invalid_args"},
 			{`{not json`, 400, "invalid_body"},
 		} {
 			code, v := e.run(t, e.s.APIToken, tc.body)
@@ -104,12 +104,12 @@ func TestRunEndpointThroughProxy(t *testing.T) {
 	})
 	t.Run("session isolation", func(t *testing.T) {
 		other := createSession(t, e.home)
-		code, v := e.run(t, other.APIToken, `{"connector_fqn":"local://test/echo","tool":"echo","operation":"items.list","args":{}}`,
+		code, v := e.run(t, other.APIToken, `{"connector_fqn":"local://test/echo","tool":"testapi","operation":"items.list","args":{}}`,
 			"X-Aileron-Session-Id", e.s.ID)
 		if code != 403 {
 			t.Errorf("a token of one session acting for another = %d %v", code, v)
 		}
-		code, _ = e.run(t, e.d.Admin, `{"connector_fqn":"local://test/echo","tool":"echo","operation":"items.list","args":{}}`)
+		code, _ = e.run(t, e.d.Admin, `{"connector_fqn":"local://test/echo","tool":"testapi","operation":"items.list","args":{}}`)
 		if code != 401 {
 			t.Errorf("the admin token on a sandbox endpoint = %d, want 401", code)
 		}
@@ -118,7 +118,7 @@ func TestRunEndpointThroughProxy(t *testing.T) {
 
 func TestApprovalHeldThenDecided(t *testing.T) {
 	e := newEnv(t, "--approval-timeout", "3s")
-	send := `{"connector_fqn":"local://test/echo","tool":"echo","operation":"items.send","args":{"to":"bob@example.test"}}`
+	send := `{"connector_fqn":"local://test/echo","tool":"testapi","operation":"items.send","args":{"to":"bob@example.test"}}`
 	type result struct {
 		code int
 		v    map[string]any

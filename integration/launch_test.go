@@ -105,8 +105,8 @@ check wget "$(has '"items":[{"id":"1"}]' "$out")" "$out"
 code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 30 https://api.example.test/v1/not-an-operation 2>&1)
 check denied "$([ "$code" = 403 ]; echo $?)" "status $code"
 
-# The shim is /usr/local/bin/echo; the shell's builtin echo would shadow it.
-out=$("$AILERON_SHIMS_DIR"/echo items.list --args '{}' 2>&1)
+# The shim is on PATH at /usr/local/bin/testapi, as the agent would call it.
+out=$(testapi items.list --args '{}' 2>&1)
 check shim "$(has '"items":[{"id":"1"}]' "$out")" "$out"
 
 out=$(curl -sS --noproxy '*' --connect-timeout 5 --max-time 8 -o /dev/null "https://$1/v1/items" 2>&1)
@@ -172,7 +172,7 @@ func TestLaunchRealSandbox(t *testing.T) {
 				t.Fatalf("no session in the banner:\n%s", stderr)
 			}
 			id := m[1]
-			for _, want := range []string{"runtime  " + kind, "tools    echo (local://test/echo)", "audit tail -f --session " + id} {
+			for _, want := range []string{"runtime  " + kind, "tools    testapi (local://test/echo)", "audit tail -f --session " + id} {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("banner lacks %q:\n%s", want, stderr)
 				}

@@ -25,7 +25,7 @@ const testSpec = `{
   "schema_version": "aileron.connector.v1",
   "connector": {"fqn": "local://test/echo", "version": "1.0.0"},
   "tools": [{
-    "name": "echo",
+    "name": "testapi",
     "description": "Loopback test API",
     "operations": [
       {"name": "items.list", "method": "GET", "path": "/v1/items", "hosts": ["api.example.test"], "credential": "bearer",

@@ -41,10 +41,10 @@ func (e *env) renderShims(t *testing.T) string {
 	dir := filepath.Join(t.TempDir(), "tools")
 	mustCLI(t, e.home, "", "tools", "render", "--out", dir, "--agent", "claude")
 	tools, err := os.ReadFile(filepath.Join(dir, "tools.txt"))
-	if err != nil || !strings.HasPrefix(string(tools), "echo local://test/echo -- Aileron connector operations: ") {
+	if err != nil || !strings.HasPrefix(string(tools), "testapi local://test/echo -- Aileron connector operations: ") {
 		t.Fatalf("tools.txt = %q, %v", tools, err)
 	}
-	return filepath.Join(dir, "bin", "echo")
+	return filepath.Join(dir, "bin", "testapi")
 }
 
 func runShim(t *testing.T, sh shell, shim string, env []string, args ...string) (string, string, int) {

@@ -263,7 +263,7 @@ func launchTestConfig(t *testing.T, rt Runtime, sessions *fakeSessions, d Daemon
 func TestLaunchAssemblesSandbox(t *testing.T) {
 	d := fakeDaemon(t)
 	sessions := &fakeSessions{proxyAddr: d.ProxyAddr}
-	conn, store := testConnector(t, "echo")
+	conn, store := testConnector(t, "testapi")
 	var run *agentRun
 	var runErr error
 	f := &fakeExec{respond: respondLikeDocker(func(c Command) error {
@@ -360,7 +360,7 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 	if m := run.mounts[WorkspacePath]; m != cfg.Plan.ProjectDir {
 		t.Errorf("workspace mount = %q, want %s read-write", m, cfg.Plan.ProjectDir)
 	}
-	for _, target := range []string{SandboxToolsFile, SandboxShimsDir + "/echo", SandboxCAFile, SandboxCABundle, SandboxSystemBundle, SandboxManifestsDir} {
+	for _, target := range []string{SandboxToolsFile, SandboxShimsDir + "/testapi", SandboxCAFile, SandboxCABundle, SandboxSystemBundle, SandboxManifestsDir} {
 		if !strings.HasSuffix(run.mounts[target], ",ro") {
 			t.Errorf("mount %s = %q, want read-only", target, run.mounts[target])
 		}
@@ -368,7 +368,7 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 	if len(run.mounts) != 7 {
 		t.Errorf("mounts = %v, want 7", run.mounts)
 	}
-	if !strings.HasPrefix(run.toolsTxt, "echo local://test/echo") {
+	if !strings.HasPrefix(run.toolsTxt, "testapi local://test/echo") {
 		t.Errorf("tools.txt = %q", run.toolsTxt)
 	}
 	if !strings.HasPrefix(run.bundle, launchTestCA) {
@@ -414,7 +414,7 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 
 	banner := stderr.String()
 	for _, w := range []string{"session  " + launchTestID, "tier     0 (base)", "image    " + cfg.Plan.Image,
-		"runtime  docker (--sandbox=docker)", "tools    echo (local://test/echo)",
+		"runtime  docker (--sandbox=docker)", "tools    testapi (local://test/echo)",
 		"aileron-proxy audit tail -f --session " + launchTestID} {
 		if !strings.Contains(banner, w) {
 			t.Errorf("banner lacks %q:\n%s", w, banner)
@@ -477,7 +477,7 @@ func TestLaunchConflictStopsFirst(t *testing.T) {
 func TestLaunchCheckFailureEndsSession(t *testing.T) {
 	d := fakeDaemon(t)
 	sessions := &fakeSessions{proxyAddr: d.ProxyAddr}
-	conn, store := testConnector(t, "echo")
+	conn, store := testConnector(t, "testapi")
 	respond := respondLikeDocker(func(Command) error { t.Error("the agent ran despite a failed check"); return nil })
 	f := &fakeExec{respond: func(c Command) (string, string, error) {
 		if c.Args[0] == "run" {
@@ -503,7 +503,7 @@ func TestLaunchCheckFailureEndsSession(t *testing.T) {
 func TestLaunchStopsOnCancel(t *testing.T) {
 	d := fakeDaemon(t)
 	sessions := &fakeSessions{proxyAddr: d.ProxyAddr}
-	conn, store := testConnector(t, "echo")
+	conn, store := testConnector(t, "testapi")
 	started := make(chan struct{})
 	removed := make(chan struct{})
 	var once sync.Once

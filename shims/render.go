@@ -14,11 +14,14 @@ import (
 // environment, the network clients the shims and agents use, file basics,
 // privilege changes and common runtimes). A tool whose command equals one of
 // them is refused, because the shim in /usr/local/bin would shadow the real
-// program. Keep the list short and in step with docs/shims.md. Read only.
+// program. Shell builtins that are also commands (echo, printf, true, ...)
+// are here too: the shell would run its builtin and never reach the shim.
+// Keep the list short and in step with docs/shims.md. Read only.
 var basicCommands = []string{
-	"[", "aileron-proxy", "bash", "busybox", "cat", "cp", "curl", "dash",
-	"env", "git", "ls", "mkdir", "mv", "node", "npm", "python", "python3",
-	"rm", "sh", "ssh", "su", "sudo", "test", "wget",
+	"[", "aileron-proxy", "bash", "busybox", "cat", "cd", "command", "cp", "curl", "dash",
+	"echo", "env", "exec", "export", "false", "git", "kill", "ls", "mkdir", "mv", "node", "npm",
+	"printf", "pwd", "python", "python3", "read", "rm", "set", "sh", "ssh", "su", "sudo",
+	"test", "true", "type", "wget",
 }
 
 // BasicCommands returns a copy of the commands no tool may shadow, sorted.
