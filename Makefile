@@ -2,7 +2,7 @@
 # runs everything CI runs (after .ci/setup has installed the test tools).
 GO       ?= go
 BIN      ?= bin/aileron-proxy
-FUZZTIME ?= 10s
+FUZZTIME ?= 30000x
 BENCHFLAGS ?=
 
 .PHONY: build demo test check unit fuzz bench bench-peers clean
