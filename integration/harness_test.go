@@ -262,7 +262,13 @@ func startServe(t *testing.T, home string, env []string, flags ...string) *daemo
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("serve exited with %v after SIGTERM, want a clean exit", err)
+			}
+			if _, err := os.Stat(filepath.Join(home, "daemon.json")); !os.IsNotExist(err) {
+				t.Errorf("daemon.json is still there after a clean shutdown (%v)", err)
+			}
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
 			<-exited
