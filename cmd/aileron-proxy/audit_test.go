@@ -39,7 +39,7 @@ func TestAuditTailCommand(t *testing.T) {
 			Host: "api.github.com:443", Path: "/repos/a/b", Status: 403, Decision: "denied", Reason: "operation_not_allowed"},
 		audit.Event{Time: at.Add(2 * time.Second), Event: audit.EventSessionEnded, AuditID: "aud_3", SessionID: "s1"},
 	)
-	stdout, stderr, code := credTestRun(t, home, "", nil, "audit", "tail")
+	stdout, stderr, code := runCLI(t, home, "", nil, "audit", "tail")
 	if code != exitOK || stderr != "" {
 		t.Fatalf("audit tail: exit %d, stderr %q", code, stderr)
 	}
@@ -49,12 +49,12 @@ func TestAuditTailCommand(t *testing.T) {
 	if stdout != want {
 		t.Fatalf("audit tail =\n%s\nwant\n%s", stdout, want)
 	}
-	stdout, _, code = credTestRun(t, home, "", nil, "audit", "tail", "--session", "s1", "-n", "1", "--json")
+	stdout, _, code = runCLI(t, home, "", nil, "audit", "tail", "--session", "s1", "-n", "1", "--json")
 	var e audit.Event
 	if code != exitOK || strings.Count(stdout, "\n") != 1 || json.Unmarshal([]byte(stdout), &e) != nil || e.AuditID != "aud_3" {
 		t.Fatalf("tail --session s1 -n 1 --json: exit %d, %q", code, stdout)
 	}
-	stdout, _, _ = credTestRun(t, home, "", nil, "audit", "tail", "--json")
+	stdout, _, _ = runCLI(t, home, "", nil, "audit", "tail", "--json")
 	for i, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil || m["audit_id"] == nil || m["event"] == nil {
@@ -63,12 +63,12 @@ func TestAuditTailCommand(t *testing.T) {
 	}
 
 	empty := t.TempDir()
-	stdout, stderr, code = credTestRun(t, empty, "", nil, "audit", "tail")
+	stdout, stderr, code = runCLI(t, empty, "", nil, "audit", "tail")
 	if code != exitOK || stdout != "" || !strings.Contains(stderr, "No audit events yet") {
 		t.Fatalf("tail without a log: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	for _, args := range [][]string{{"audit", "tail", "-n", "-1"}, {"audit", "tail", "extra"}, {"audit", "tail", "--nope"}, {"audit", "x"}} {
-		if _, stderr, code := credTestRun(t, home, "", nil, args...); code != exitUsage {
+		if _, stderr, code := runCLI(t, home, "", nil, args...); code != exitUsage {
 			t.Errorf("%q: exit %d (%s), want %d", args, code, stderr, exitUsage)
 		}
 	}

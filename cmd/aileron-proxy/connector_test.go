@@ -1,60 +1,22 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"unicode"
-
-	"github.com/spf13/cobra"
 
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
-
-// The -update flag rewrites golden files; registered here unless another
-// test file of the package already did.
-var _ = func() bool {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files in testdata/")
-	}
-	return true
-}()
 
 const (
 	connDemoSpec   = "../../configs/connectors/demo.aileron.connector.v1.json"
 	connGitHubSpec = "../../configs/connectors/github.aileron.connector.v1.json"
 	connManyErrors = "../../../shared/fixtures/specs/invalid/many-errors.aileron.connector.v1.json"
 )
-
-// connRun runs `aileron-proxy --home HOME ARGS...` in process, as main does,
-// and returns stdout, stderr (with main's "error: " line) and the exit code.
-func connRun(t *testing.T, home string, args ...string) (string, string, int) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	root := newRootCmd(newApp(strings.NewReader(""), &stdout, &stderr, func(string) string { return "" }))
-	root.SetArgs(append([]string{"--home", home}, args...))
-	err := root.ExecuteContext(context.Background())
-	code := exitOK
-	if err != nil {
-		code = exitFailure
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-			err = ee.err
-		}
-		if err != nil {
-			stderr.WriteString("error: " + err.Error() + "\n")
-		}
-	}
-	return stdout.String(), stderr.String(), code
-}
 
 func connWriteSpec(t *testing.T, doc string) string {
 	t.Helper()
@@ -76,7 +38,7 @@ func TestConnectorInstallListRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, code := connRun(t, home, "connector", "install", connDemoSpec)
+	stdout, stderr, code := runCLI(t, home, "", nil, "connector", "install", connDemoSpec)
 	if code != exitOK || stdout != "installed local://aileron/demo 1.0.0 "+hash+"\n" || stderr != "" {
 		t.Fatalf("install: exit %d\nstdout: %q\nstderr: %q", code, stdout, stderr)
 	}
@@ -84,14 +46,14 @@ func TestConnectorInstallListRemove(t *testing.T) {
 		t.Errorf("installed spec not in the store: %v", err)
 	}
 	// Idempotent.
-	if stdout2, _, code := connRun(t, home, "connector", "install", connDemoSpec); code != exitOK || stdout2 != stdout {
+	if stdout2, _, code := runCLI(t, home, "", nil, "connector", "install", connDemoSpec); code != exitOK || stdout2 != stdout {
 		t.Errorf("second install: exit %d, stdout %q; want %q", code, stdout2, stdout)
 	}
-	if _, _, code := connRun(t, home, "connector", "install", connGitHubSpec); code != exitOK {
+	if _, _, code := runCLI(t, home, "", nil, "connector", "install", connGitHubSpec); code != exitOK {
 		t.Fatalf("install github: exit %d", code)
 	}
 
-	stdout, stderr, code = connRun(t, home, "connector", "list")
+	stdout, stderr, code = runCLI(t, home, "", nil, "connector", "list")
 	if code != exitOK || stderr != "" {
 		t.Fatalf("list: exit %d, stderr %q", code, stderr)
 	}
@@ -109,7 +71,7 @@ func TestConnectorInstallListRemove(t *testing.T) {
 		t.Errorf("list row = %q, want the github connector first (sorted by FQN)", lines[1])
 	}
 
-	stdout, _, code = connRun(t, home, "connector", "list", "--json")
+	stdout, _, code = runCLI(t, home, "", nil, "connector", "list", "--json")
 	if code != exitOK {
 		t.Fatalf("list --json: exit %d", code)
 	}
@@ -142,22 +104,22 @@ func TestConnectorInstallListRemove(t *testing.T) {
 		t.Errorf("list --json demo operations = %+v", ops)
 	}
 
-	stdout, stderr, code = connRun(t, home, "connector", "remove", "local://aileron/demo")
+	stdout, stderr, code = runCLI(t, home, "", nil, "connector", "remove", "local://aileron/demo")
 	if code != exitOK || stdout != "removed local://aileron/demo 1.0.0 "+hash+"\n" || stderr != "" {
 		t.Errorf("remove: exit %d\nstdout: %q\nstderr: %q", code, stdout, stderr)
 	}
-	stdout, _, code = connRun(t, home, "connector", "remove", "github://acme/aileron-connector-github")
+	stdout, _, code = runCLI(t, home, "", nil, "connector", "remove", "github://acme/aileron-connector-github")
 	if code != exitOK || !strings.HasPrefix(stdout, "removed github://acme/aileron-connector-github 0.4.0 sha256:") {
 		t.Errorf("remove github: exit %d, stdout %q", code, stdout)
 	}
-	stdout, stderr, code = connRun(t, home, "connector", "list")
+	stdout, stderr, code = runCLI(t, home, "", nil, "connector", "list")
 	if code != exitOK || stdout != "" || !strings.Contains(stderr, "no connectors installed; install one with: aileron-proxy connector install PATH") {
 		t.Errorf("list of an empty store: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	if stdout, _, _ := connRun(t, home, "connector", "list", "--json"); stdout != "[]\n" {
+	if stdout, _, _ := runCLI(t, home, "", nil, "connector", "list", "--json"); stdout != "[]\n" {
 		t.Errorf("list --json of an empty store = %q, want []", stdout)
 	}
-	_, stderr, code = connRun(t, home, "connector", "remove", "local://aileron/demo")
+	_, stderr, code = runCLI(t, home, "", nil, "connector", "remove", "local://aileron/demo")
 	if code != exitFailure || !strings.Contains(stderr, `error: removing "local://aileron/demo": no installed connector matches; run "aileron-proxy connector list"`) {
 		t.Errorf("remove of a removed connector: exit %d, stderr %q", code, stderr)
 	}
@@ -168,7 +130,7 @@ func TestConnectorInstallInvalid(t *testing.T) {
 		t.Skipf("shared fixture not available: %v", err)
 	}
 	home := t.TempDir()
-	stdout, stderr, code := connRun(t, home, "connector", "install", connManyErrors)
+	stdout, stderr, code := runCLI(t, home, "", nil, "connector", "install", connManyErrors)
 	if code != exitFailure || stdout != "" {
 		t.Fatalf("install invalid: exit %d, stdout %q", code, stdout)
 	}
@@ -185,7 +147,7 @@ func TestConnectorInstallInvalid(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, "store")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("an invalid install wrote to the store: %v", err)
 	}
-	_, stderr, code = connRun(t, home, "connector", "install", connWriteSpec(t, "{\n  \"tools\": [1,,]\n}"))
+	_, stderr, code = runCLI(t, home, "", nil, "connector", "install", connWriteSpec(t, "{\n  \"tools\": [1,,]\n}"))
 	if code != exitFailure || !strings.Contains(stderr, "line 2, column 15: invalid character ','") {
 		t.Errorf("install of broken JSON: exit %d, stderr %q", code, stderr)
 	}
@@ -193,12 +155,12 @@ func TestConnectorInstallInvalid(t *testing.T) {
 
 func TestConnectorValidate(t *testing.T) {
 	home := t.TempDir()
-	stdout, stderr, code := connRun(t, home, "connector", "validate", connDemoSpec)
+	stdout, stderr, code := runCLI(t, home, "", nil, "connector", "validate", connDemoSpec)
 	if code != exitOK || stdout != "valid: local://aileron/demo 1.0.0: 1 tool, 4 operations\n" || stderr != "" {
 		t.Errorf("validate demo: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	// configs/connectors holds flat spec files, not aileron.connector.v1.json.
-	_, stderr, code = connRun(t, home, "connector", "validate", filepath.Dir(connDemoSpec))
+	_, stderr, code = runCLI(t, home, "", nil, "connector", "validate", filepath.Dir(connDemoSpec))
 	if code != exitFailure || !strings.Contains(stderr, "a package directory holds aileron.connector.v1.json at its root") {
 		t.Errorf("validate of a directory without the spec: exit %d, stderr %q", code, stderr)
 	}
@@ -206,7 +168,7 @@ func TestConnectorValidate(t *testing.T) {
 	warnDoc := `{"schema_version": "aileron.connector.v1", "$schema": "x", "connector": {"fqn": "local://me/w"},
 	  "tools": [{"name": "w", "operations": [{"name": "later"}, {"name": "get", "method": "get", "path": "/x", "hosts": ["H.example"]}]}]}`
 	os.WriteFile(filepath.Join(pkg, policy.SpecFileName), []byte(warnDoc), 0o644)
-	stdout, stderr, code = connRun(t, home, "connector", "validate", pkg)
+	stdout, stderr, code = runCLI(t, home, "", nil, "connector", "validate", pkg)
 	want := `warning: ["$schema"]: unknown field "$schema" is ignored
 warning: tools[0].operations[0]: not proxyable: it declares no method, path or hosts; the proxy refuses its calls until it declares method, path and hosts
 valid: local://me/w unversioned: 1 tool, 2 operations (1 not proxyable)
@@ -216,7 +178,7 @@ valid: local://me/w unversioned: 1 tool, 2 operations (1 not proxyable)
 	}
 
 	if _, err := os.Stat(connManyErrors); err == nil {
-		stdout, stderr, code = connRun(t, home, "connector", "validate", connManyErrors)
+		stdout, stderr, code = runCLI(t, home, "", nil, "connector", "validate", connManyErrors)
 		golden, err := os.ReadFile("../../policy/testdata/many-errors.golden")
 		if err != nil {
 			t.Fatal(err)
@@ -240,11 +202,11 @@ valid: local://me/w unversioned: 1 tool, 2 operations (1 not proxyable)
 		}
 	}
 
-	stdout, stderr, code = connRun(t, home, "connector", "validate", connWriteSpec(t, "{\n  \"tools\": [1,,]\n}"))
+	stdout, stderr, code = runCLI(t, home, "", nil, "connector", "validate", connWriteSpec(t, "{\n  \"tools\": [1,,]\n}"))
 	if code != exitFailure || stdout != "line 2, column 15: invalid character ',' looking for beginning of value\n" || !strings.HasSuffix(stderr, " is not valid JSON\n") {
 		t.Errorf("validate broken JSON: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	_, stderr, code = connRun(t, home, "connector", "validate", filepath.Join(home, "missing.json"))
+	_, stderr, code = runCLI(t, home, "", nil, "connector", "validate", filepath.Join(home, "missing.json"))
 	if code != exitFailure || !strings.Contains(stderr, "error: reading spec: ") {
 		t.Errorf("validate missing file: exit %d, stderr %q", code, stderr)
 	}
@@ -254,20 +216,20 @@ func TestConnectorConflicts(t *testing.T) {
 	home := t.TempDir()
 	a := connWriteSpec(t, connSpecDoc("github://acme/a", "1.0.0", "shared"))
 	b := connWriteSpec(t, connSpecDoc("github://acme/b", "2.0.0", "Shared"))
-	if _, _, code := connRun(t, home, "connector", "install", a); code != exitOK {
+	if _, _, code := runCLI(t, home, "", nil, "connector", "install", a); code != exitOK {
 		t.Fatal("install a failed")
 	}
-	stdout, stderr, code := connRun(t, home, "connector", "install", b)
+	stdout, stderr, code := runCLI(t, home, "", nil, "connector", "install", b)
 	if code != exitFailure || stdout != "" || !strings.Contains(stderr, `tool command "shared" is already provided by github://acme/a 1.0.0`) ||
 		!strings.Contains(stderr, `"aileron-proxy connector remove github://acme/a"`) {
 		t.Errorf("conflicting install: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	stdout, stderr, code = connRun(t, home, "connector", "install", "--force", b)
+	stdout, stderr, code = runCLI(t, home, "", nil, "connector", "install", "--force", b)
 	if code != exitOK || !strings.HasPrefix(stdout, "installed github://acme/b 2.0.0 sha256:") ||
 		!strings.HasPrefix(stderr, "warning: github://acme/b is not active: conflict: tool command \"shared\" is provided by github://acme/a 1.0.0 (sha256:") {
 		t.Errorf("install --force: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	stdout, _, _ = connRun(t, home, "connector", "list")
+	stdout, _, _ = runCLI(t, home, "", nil, "connector", "list")
 	if strings.Count(stdout, "conflict: tool command \"shared\"") != 2 {
 		t.Errorf("list after --force = %s, want both connectors in conflict", stdout)
 	}
@@ -278,11 +240,11 @@ func TestConnectorConflicts(t *testing.T) {
 			short = strings.Fields(l)[2]
 		}
 	}
-	stdout, _, code = connRun(t, home, "connector", "remove", short)
+	stdout, _, code = runCLI(t, home, "", nil, "connector", "remove", short)
 	if code != exitOK || !strings.HasPrefix(stdout, "removed github://acme/b 2.0.0 "+short) {
 		t.Errorf("remove %s: exit %d, stdout %q", short, code, stdout)
 	}
-	stdout, _, _ = connRun(t, home, "connector", "list")
+	stdout, _, _ = runCLI(t, home, "", nil, "connector", "list")
 	if !regexp.MustCompile(`github://acme/a\s+1\.0\.0\s+sha256:[0-9a-f]{12}\s+ok\s+shared \(1 operation\)`).MatchString(stdout) {
 		t.Errorf("list after remove = %q, want a ok", stdout)
 	}
@@ -303,81 +265,13 @@ func TestConnectorUsageErrors(t *testing.T) {
 		{[]string{"connector", "frobnicate"}, `unknown command "frobnicate" for "aileron-proxy connector"`},
 	}
 	for _, tc := range tests {
-		stdout, stderr, code := connRun(t, home, tc.args...)
+		stdout, stderr, code := runCLI(t, home, "", nil, tc.args...)
 		if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.msg) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, stdout, stderr, tc.msg)
 		}
 	}
-	stdout, _, code := connRun(t, home, "connector")
+	stdout, _, code := runCLI(t, home, "", nil, "connector")
 	if code != exitOK || !strings.Contains(stdout, "Available Commands:") {
 		t.Errorf("connector alone: exit %d, want help", code)
 	}
-}
-
-// TestConnectorHelpGolden pins the help of connector and its subcommands.
-func TestConnectorHelpGolden(t *testing.T) {
-	var b strings.Builder
-	for _, args := range [][]string{{"connector"}, {"connector", "install"}, {"connector", "list"}, {"connector", "validate"}, {"connector", "remove"}} {
-		stdout, stderr, code := connRun(t, t.TempDir(), append(args, "--help")...)
-		if code != exitOK || stderr != "" {
-			t.Fatalf("%q --help: exit %d, stderr %q", args, code, stderr)
-		}
-		b.WriteString("$ aileron-proxy " + strings.Join(args, " ") + " --help\n" + stdout + "\n")
-	}
-	path := filepath.Join("testdata", "connector-help.golden")
-	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
-		os.MkdirAll("testdata", 0o755)
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading %s (create it with -update): %v", path, err)
-	}
-	if b.String() != string(want) {
-		t.Errorf("help differs from %s (rerun with -update and review the diff):\n%s", path, b.String())
-	}
-}
-
-// TestConnectorCommandStyle enforces the cobra conventions of STYLE.md on
-// the connector command tree.
-func TestConnectorCommandStyle(t *testing.T) {
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		name := c.CommandPath()
-		if c.Args == nil {
-			t.Errorf("%s: Args is not set", name)
-		}
-		if c.Short == "" || !unicode.IsUpper([]rune(c.Short)[0]) || strings.HasSuffix(c.Short, ".") {
-			t.Errorf("%s: Short %q must start with a capital and have no period", name, c.Short)
-		}
-		if c.Long == "" || c.Example == "" {
-			t.Errorf("%s: Long and Example are required", name)
-		}
-		for _, ex := range strings.Split(c.Example, "\n") {
-			if !strings.HasPrefix(strings.TrimSpace(ex), "aileron-proxy connector") {
-				t.Errorf("%s: example %q does not start with the command", name, ex)
-			}
-		}
-		if !strings.HasPrefix(c.Use, c.Name()+" ") {
-			t.Errorf("%s: Use %q must show the syntax after the name", name, c.Use)
-		}
-		for _, m := range regexp.MustCompile(`--([A-Za-z0-9_-]+)`).FindAllStringSubmatch(c.LocalFlags().FlagUsages(), -1) {
-			if f := m[1]; strings.ToLower(f) != f || strings.Contains(f, "_") {
-				t.Errorf("%s: flag --%s is not kebab-case", name, f)
-			}
-		}
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	root := newRootCmd(newApp(strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}, func(string) string { return "" }))
-	for _, c := range root.Commands() {
-		if c.Name() == "connector" {
-			walk(c)
-			return
-		}
-	}
-	t.Fatal("connector is not registered on the root command")
 }

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io/fs"
 	"net/http/httptest"
 	"os"
@@ -14,38 +11,11 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"unicode"
-
-	"github.com/spf13/cobra"
 
 	"github.com/aileron-dev/aileron-proxy/credentials"
 )
 
 const credTestCanary = "CANARY-cli-9d2f7e1a-secret"
-
-// credTestRun runs `aileron-proxy --home HOME ARGS...` in process with the
-// given stdin and environment, as main does, and returns stdout, stderr
-// (with main's "error: " line) and the exit code.
-func credTestRun(t *testing.T, home, stdin string, env map[string]string, args ...string) (string, string, int) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	root := newRootCmd(newApp(strings.NewReader(stdin), &stdout, &stderr, func(k string) string { return env[k] }))
-	root.SetArgs(append([]string{"--home", home}, args...))
-	err := root.ExecuteContext(context.Background())
-	code := exitOK
-	if err != nil {
-		code = exitFailure
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-			err = ee.err
-		}
-		if err != nil {
-			stderr.WriteString("error: " + err.Error() + "\n")
-		}
-	}
-	return stdout.String(), stderr.String(), code
-}
 
 func TestCredentialSetListRemove(t *testing.T) {
 	home := t.TempDir()
@@ -53,7 +23,7 @@ func TestCredentialSetListRemove(t *testing.T) {
 	t.Chdir(work)
 	run := func(stdin string, args ...string) (string, string) {
 		t.Helper()
-		stdout, stderr, code := credTestRun(t, home, stdin, nil, args...)
+		stdout, stderr, code := runCLI(t, home, stdin, nil, args...)
 		if code != exitOK {
 			t.Fatalf("%q: exit %d\nstderr: %s", args, code, stderr)
 		}
@@ -144,7 +114,7 @@ func TestCredentialSetListRemove(t *testing.T) {
 		t.Fatalf("remove stdout = %q", out)
 	}
 	run("", "credential", "remove", "github://acme/gmail")
-	_, errOut, code := credTestRun(t, home, "", nil, "credential", "remove", "github://acme/gmail")
+	_, errOut, code := runCLI(t, home, "", nil, "credential", "remove", "github://acme/gmail")
 	if code != exitFailure || !strings.Contains(errOut, "no credential for github://acme/gmail") {
 		t.Fatalf("second remove: exit %d, stderr %q", code, errOut)
 	}
@@ -191,7 +161,7 @@ func TestCredentialUsageErrors(t *testing.T) {
 	home := t.TempDir()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			stdout, stderr, code := credTestRun(t, home, tc.stdin, nil, append([]string{"credential", "set"}, tc.args...)...)
+			stdout, stderr, code := runCLI(t, home, tc.stdin, nil, append([]string{"credential", "set"}, tc.args...)...)
 			if code != exitUsage {
 				t.Fatalf("exit %d, want %d\nstderr: %s", code, exitUsage, stderr)
 			}
@@ -207,7 +177,7 @@ func TestCredentialUsageErrors(t *testing.T) {
 		t.Fatalf("a failed set wrote credentials.json: %v", err)
 	}
 	for _, args := range [][]string{{"credential", "list", "x"}, {"credential", "remove"}, {"credential", "remove", "github://a/b", "--kind", "x"}, {"credential", "nope"}} {
-		if _, stderr, code := credTestRun(t, home, "", nil, args...); code != exitUsage {
+		if _, stderr, code := runCLI(t, home, "", nil, args...); code != exitUsage {
 			t.Errorf("%q: exit %d (%s), want %d", args, code, stderr, exitUsage)
 		}
 	}
@@ -241,7 +211,7 @@ func TestCredentialCanary(t *testing.T) {
 		{"", []string{"credential", "list", "--json"}},
 	}
 	for _, r := range runs {
-		stdout, stderr, _ := credTestRun(t, home, r.stdin, env, r.args...)
+		stdout, stderr, _ := runCLI(t, home, r.stdin, env, r.args...)
 		if strings.Contains(stdout+stderr, credTestCanary) || strings.Contains(stdout+stderr, "Qz7") {
 			t.Fatalf("%q printed the secret:\nstdout: %s\nstderr: %s", r.args, stdout, stderr)
 		}
@@ -275,8 +245,7 @@ func TestCredentialCanary(t *testing.T) {
 // a secret never needs to be on the command line. A new flag must be
 // reviewed here.
 func TestCredentialFlagsTakeNoSecret(t *testing.T) {
-	root := newRootCmd(newApp(strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}, func(string) string { return "" }))
-	set, _, err := root.Find([]string{"credential", "set"})
+	set, _, err := testRoot().Find([]string{"credential", "set"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,81 +259,5 @@ func TestCredentialFlagsTakeNoSecret(t *testing.T) {
 	want := "client-id client-secret-from-env client-secret-from-file format from-env from-exec from-file header kind query refresh-token-from-env refresh-token-from-file refresh-token-stdin scope stdin token-url username"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("credential set flags:\n got %s\nwant %s", got, want)
-	}
-}
-
-func credTestCommandTree(t *testing.T, name string) *cobra.Command {
-	t.Helper()
-	root := newRootCmd(newApp(strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}, func(string) string { return "" }))
-	for _, c := range root.Commands() {
-		if c.Name() == name {
-			return c
-		}
-	}
-	t.Fatalf("command %s is not registered", name)
-	return nil
-}
-
-// credTestStyle enforces the cobra conventions of STYLE.md on a command tree.
-func credTestStyle(t *testing.T, c *cobra.Command) {
-	name := c.CommandPath()
-	if c.Args == nil {
-		t.Errorf("%s: Args is not set", name)
-	}
-	if c.Short == "" || !unicode.IsUpper([]rune(c.Short)[0]) || strings.HasSuffix(c.Short, ".") {
-		t.Errorf("%s: Short %q must start with a capital and have no period", name, c.Short)
-	}
-	if c.Long == "" || c.Example == "" {
-		t.Errorf("%s: Long and Example are required", name)
-	}
-	for _, ex := range strings.Split(c.Example, "\n") {
-		if !strings.Contains(ex, "aileron-proxy "+strings.TrimPrefix(name, "aileron-proxy ")) {
-			t.Errorf("%s: example %q does not run the command", name, ex)
-		}
-	}
-	if !strings.HasPrefix(c.Use, c.Name()+" ") {
-		t.Errorf("%s: Use %q must show the syntax after the name", name, c.Use)
-	}
-	for _, m := range regexp.MustCompile(`--([A-Za-z0-9_-]+)`).FindAllStringSubmatch(c.LocalFlags().FlagUsages(), -1) {
-		if f := m[1]; strings.ToLower(f) != f || strings.Contains(f, "_") {
-			t.Errorf("%s: flag --%s is not kebab-case", name, f)
-		}
-	}
-	for _, sub := range c.Commands() {
-		credTestStyle(t, sub)
-	}
-}
-
-func TestCredentialAuditCommandStyle(t *testing.T) {
-	credTestStyle(t, credTestCommandTree(t, "credential"))
-	credTestStyle(t, credTestCommandTree(t, "audit"))
-}
-
-// TestCredentialAuditHelpGolden pins the help of the credential and audit
-// commands (rerun with -update and review the diff).
-func TestCredentialAuditHelpGolden(t *testing.T) {
-	var b strings.Builder
-	for _, args := range [][]string{{"credential"}, {"credential", "set"}, {"credential", "list"}, {"credential", "remove"}, {"audit"}, {"audit", "tail"}} {
-		stdout, stderr, code := credTestRun(t, t.TempDir(), "", nil, append(args, "--help")...)
-		if code != exitOK || stderr != "" {
-			t.Fatalf("%q --help: exit %d, stderr %q", args, code, stderr)
-		}
-		b.WriteString("$ aileron-proxy " + strings.Join(args, " ") + " --help\n" + stdout + "\n")
-	}
-	path := filepath.Join("testdata", "credential-audit-help.golden")
-	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading %s (create it with -update): %v", path, err)
-	}
-	if b.String() != string(want) {
-		t.Errorf("help differs from %s (rerun with -update and review the diff):\n%s", path, b.String())
 	}
 }

@@ -13,7 +13,7 @@ import (
 // image an agent runs in.
 func newSandboxCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "sandbox",
+		Use:   "sandbox COMMAND",
 		Short: "Compose, build and check the agent's sandbox image",
 		Long: `Compose, build and check the container image an agent runs in.
 

@@ -1,64 +1,31 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aileron-dev/aileron-proxy/launcher"
 )
 
-// runSandbox runs the CLI with args and returns stdout, stderr and the exit
-// code main would use.
-func runSandbox(t *testing.T, args ...string) (string, string, int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	home := t.TempDir()
-	a := newApp(strings.NewReader(""), &out, &errb, func(k string) string {
-		if k == "AILERON_HOME" {
-			return home
-		}
-		return ""
-	})
-	root := newRootCmd(a)
-	root.SetArgs(args)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	err := root.ExecuteContext(ctx)
-	code := exitOK
-	if err != nil {
-		code = exitFailure
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-		errb.WriteString("error: " + err.Error() + "\n")
-	}
-	return out.String(), errb.String(), code
-}
-
 func TestSandboxInitAndPlan(t *testing.T) {
 	dir := t.TempDir()
-	out, errOut, code := runSandbox(t, "sandbox", "init", "--project", dir)
+	out, errOut, code := runCLI(t, t.TempDir(), "", nil, "sandbox", "init", "--project", dir)
 	if code != exitOK || !strings.Contains(out, "wrote "+filepath.Join(dir, ".devcontainer", "devcontainer.json")) || !strings.Contains(out, "wrote "+filepath.Join(dir, ".devcontainer", "Dockerfile")) {
 		t.Fatalf("sandbox init = %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	_, errOut, code = runSandbox(t, "sandbox", "init", "--project", dir)
+	_, errOut, code = runCLI(t, t.TempDir(), "", nil, "sandbox", "init", "--project", dir)
 	if code != exitFailure || !strings.Contains(errOut, "already exists; pass --force to overwrite") {
 		t.Errorf("second sandbox init = %d, stderr %q; want a refusal naming --force", code, errOut)
 	}
-	if _, errOut, code = runSandbox(t, "sandbox", "init", "--project", dir, "--force"); code != exitOK {
+	if _, errOut, code = runCLI(t, t.TempDir(), "", nil, "sandbox", "init", "--project", dir, "--force"); code != exitOK {
 		t.Errorf("sandbox init --force = %d, stderr %q", code, errOut)
 	}
 
-	out, errOut, code = runSandbox(t, "sandbox", "plan", "--project", dir, "--json", "--runtime", "podman")
+	out, errOut, code = runCLI(t, t.TempDir(), "", nil, "sandbox", "plan", "--project", dir, "--json", "--runtime", "podman")
 	if code != exitOK {
 		t.Fatalf("sandbox plan --json = %d, stderr %q", code, errOut)
 	}
@@ -85,7 +52,7 @@ func TestSandboxInitAndPlan(t *testing.T) {
 		t.Errorf("plan runtime = %+v, want podman or why it is unusable", plan.Runtime)
 	}
 
-	out, _, code = runSandbox(t, "sandbox", "plan", "--project", t.TempDir(), "--runtime", "docker")
+	out, _, code = runCLI(t, t.TempDir(), "", nil, "sandbox", "plan", "--project", t.TempDir(), "--runtime", "docker")
 	if code != exitOK || !strings.Contains(out, "tier:             0 (base)\n") || !strings.Contains(out, "image:            "+launcher.BaseImage("")+"\n") || !strings.Contains(out, "runtime:") {
 		t.Errorf("sandbox plan (tier 0) = %d\n%s", code, out)
 	}
@@ -114,7 +81,7 @@ func TestSandboxUsageAndConfigErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, errOut, code := runSandbox(t, tc.args...)
+			_, errOut, code := runCLI(t, t.TempDir(), "", nil, tc.args...)
 			if code != tc.code || !strings.Contains(errOut, tc.want) {
 				t.Errorf("%v = %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
 			}
@@ -131,7 +98,7 @@ func TestSandboxCheckRealDocker(t *testing.T) {
 		}
 		t.Skipf("docker info: %v", err)
 	}
-	out, errOut, code := runSandbox(t, "sandbox", "check", "--agent=aileron-no-such-agent", "--runtime", "docker", "--project", t.TempDir())
+	out, errOut, code := runCLI(t, t.TempDir(), "", nil, "sandbox", "check", "--agent=aileron-no-such-agent", "--runtime", "docker", "--project", t.TempDir())
 	if code != exitFailure {
 		t.Fatalf("sandbox check = %d, want %d\nstdout: %s\nstderr: %s", code, exitFailure, out, errOut)
 	}

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -83,32 +81,10 @@ func newCLIDaemon(t *testing.T) *cliDaemon {
 	return d
 }
 
-// cliRun runs the CLI like main does and returns stdout, stderr and the
-// exit code.
-func cliRun(t *testing.T, home string, args ...string) (string, string, int) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	root := newRootCmd(newApp(strings.NewReader(""), &stdout, &stderr, func(string) string { return "" }))
-	root.SetArgs(append([]string{"--home", home}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := root.ExecuteContext(ctx)
-	code := exitOK
-	if err != nil {
-		code = exitFailure
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-		stderr.WriteString("error: " + err.Error() + "\n")
-	}
-	return stdout.String(), stderr.String(), code
-}
-
 func TestSessionCommands(t *testing.T) {
 	d := newCLIDaemon(t)
 
-	out, errOut, code := cliRun(t, d.home, "session", "create", "--connector", "github://acme/cli-test", "--ttl", "2h", "--json")
+	out, errOut, code := runCLI(t, d.home, "", nil, "session", "create", "--connector", "github://acme/cli-test", "--ttl", "2h", "--json")
 	if code != exitOK {
 		t.Fatalf("session create: exit %d: %s", code, errOut)
 	}
@@ -123,37 +99,37 @@ func TestSessionCommands(t *testing.T) {
 		t.Errorf("expires in %v, want 2h", d)
 	}
 
-	out, _, code = cliRun(t, d.home, "session", "create")
+	out, _, code = runCLI(t, d.home, "", nil, "session", "create")
 	if code != exitOK || !strings.Contains(out, "export HTTPS_PROXY='http://ses_") || !strings.Contains(out, "api_token:") {
 		t.Errorf("human create output (exit %d):\n%s", code, out)
 	}
 
-	out, _, code = cliRun(t, d.home, "session", "list")
+	out, _, code = runCLI(t, d.home, "", nil, "session", "list")
 	if code != exitOK || !strings.Contains(out, created.ID) || !strings.Contains(out, "github://acme/cli-test") {
 		t.Errorf("session list (exit %d):\n%s", code, out)
 	}
 	if strings.Contains(out, created.APIToken) {
 		t.Error("session list prints a secret")
 	}
-	out, _, code = cliRun(t, d.home, "session", "list", "--json")
+	out, _, code = runCLI(t, d.home, "", nil, "session", "list", "--json")
 	var infos []api.SessionInfo
 	if err := json.Unmarshal([]byte(out), &infos); err != nil || code != exitOK || len(infos) != 2 {
 		t.Errorf("session list --json (exit %d, %v):\n%s", code, err, out)
 	}
 
-	out, errOut, code = cliRun(t, d.home, "session", "end", created.ID)
+	out, errOut, code = runCLI(t, d.home, "", nil, "session", "end", created.ID)
 	if code != exitOK || !strings.Contains(out, "ended") {
 		t.Errorf("session end: exit %d %s %s", code, out, errOut)
 	}
 	if _, ok := d.reg.Get(created.ID); ok {
 		t.Error("the session is still live")
 	}
-	_, errOut, code = cliRun(t, d.home, "session", "end", created.ID)
+	_, errOut, code = runCLI(t, d.home, "", nil, "session", "end", created.ID)
 	if code != exitFailure || !strings.Contains(errOut, "session_ended") {
 		t.Errorf("second end: exit %d %s", code, errOut)
 	}
 
-	_, errOut, code = cliRun(t, d.home, "session", "create", "--connector", "github://acme/nope")
+	_, errOut, code = runCLI(t, d.home, "", nil, "session", "create", "--connector", "github://acme/nope")
 	if code != exitFailure || !strings.Contains(errOut, "github://acme/cli-test") {
 		t.Errorf("unknown connector: exit %d, stderr %s (want the available connectors)", code, errOut)
 	}
@@ -175,7 +151,7 @@ func TestSessionUsageErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, errOut, code := cliRun(t, d.home, tc.args...); code != exitUsage {
+			if _, errOut, code := runCLI(t, d.home, "", nil, tc.args...); code != exitUsage {
 				t.Errorf("exit %d, want %d (usage): %s", code, exitUsage, errOut)
 			}
 		})
@@ -185,7 +161,7 @@ func TestSessionUsageErrors(t *testing.T) {
 func TestNoDaemon(t *testing.T) {
 	home := t.TempDir()
 	for _, args := range [][]string{{"session", "list"}, {"session", "create"}, {"approvals", "list"}, {"approvals", "deny", "apr_x"}} {
-		_, errOut, code := cliRun(t, home, args...)
+		_, errOut, code := runCLI(t, home, "", nil, args...)
 		want := "no aileron-proxy daemon is running (daemon.json not found); start one with `aileron-proxy serve`"
 		if code != exitFailure || !strings.Contains(errOut, want) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
@@ -202,7 +178,7 @@ func TestNoDaemon(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, "daemon.json"), raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, errOut, code := cliRun(t, home, "session", "list")
+	_, errOut, code := runCLI(t, home, "", nil, "session", "list")
 	if code != exitFailure || !strings.Contains(errOut, "424242") || !strings.Contains(errOut, "aileron-proxy serve") {
 		t.Errorf("stale daemon.json: exit %d, stderr %q", code, errOut)
 	}
@@ -248,40 +224,40 @@ func TestApprovalsCommands(t *testing.T) {
 	a2 := hold("op.deny")
 	id2 := pendingID("op.deny")
 
-	out, errOut, code := cliRun(t, d.home, "approvals", "list")
+	out, errOut, code := runCLI(t, d.home, "", nil, "approvals", "list")
 	if code != exitOK || !strings.Contains(out, id1) || !strings.Contains(out, id2) || !strings.Contains(out, "repo=w") ||
 		!strings.Contains(out, "POST api.cli-test.example:443/x") {
 		t.Errorf("approvals list (exit %d %s):\n%s", code, errOut, out)
 	}
-	out, _, _ = cliRun(t, d.home, "approvals", "list", "--json")
+	out, _, _ = runCLI(t, d.home, "", nil, "approvals", "list", "--json")
 	var list []approval.Pending
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 2 {
 		t.Errorf("approvals list --json: %v\n%s", err, out)
 	}
 
-	out, errOut, code = cliRun(t, d.home, "approvals", "approve", id1, "--remember", "session")
+	out, errOut, code = runCLI(t, d.home, "", nil, "approvals", "approve", id1, "--remember", "session")
 	if code != exitOK || !strings.Contains(out, "approved") {
 		t.Errorf("approve: exit %d %s %s", code, out, errOut)
 	}
 	if o := wait(a1); o != approval.OutcomeApproved {
 		t.Errorf("approved request: %q", o)
 	}
-	out, errOut, code = cliRun(t, d.home, "approvals", "deny", id2)
+	out, errOut, code = runCLI(t, d.home, "", nil, "approvals", "deny", id2)
 	if code != exitOK || !strings.Contains(out, "denied") {
 		t.Errorf("deny: exit %d %s %s", code, out, errOut)
 	}
 	if o := wait(a2); o != approval.OutcomeDenied {
 		t.Errorf("denied request: %q", o)
 	}
-	_, errOut, code = cliRun(t, d.home, "approvals", "deny", id2)
+	_, errOut, code = runCLI(t, d.home, "", nil, "approvals", "deny", id2)
 	if code != exitFailure || !strings.Contains(errOut, "approval_already_decided") {
 		t.Errorf("deciding twice: exit %d %s", code, errOut)
 	}
-	out, _, _ = cliRun(t, d.home, "approvals", "list")
+	out, _, _ = runCLI(t, d.home, "", nil, "approvals", "list")
 	if !strings.Contains(out, "no pending approvals") {
 		t.Errorf("list after deciding:\n%s", out)
 	}
-	out, _, _ = cliRun(t, d.home, "approvals", "list", "--state", "decided")
+	out, _, _ = runCLI(t, d.home, "", nil, "approvals", "list", "--state", "decided")
 	if !strings.Contains(out, id1) || !strings.Contains(out, "approved") || !strings.Contains(out, "denied") {
 		t.Errorf("decided list:\n%s", out)
 	}

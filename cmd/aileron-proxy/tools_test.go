@@ -1,40 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"unicode"
-
-	"github.com/spf13/cobra"
 
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
-
-// toolsExec runs the CLI like main does and returns stdout, stderr and the
-// exit code.
-func toolsExec(t *testing.T, args ...string) (string, string, int) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	root := newRootCmd(newApp(strings.NewReader(""), &stdout, &stderr, func(string) string { return "" }))
-	root.SetArgs(args)
-	err := root.ExecuteContext(context.Background())
-	code := exitOK
-	if err != nil {
-		code = exitFailure
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-		stderr.WriteString("error: " + err.Error() + "\n")
-	}
-	return stdout.String(), stderr.String(), code
-}
 
 // toolsSpec is a minimal valid spec with one tool.
 func toolsSpec(fqn, toolName string) string {
@@ -128,13 +101,13 @@ func TestToolsRenderCommand(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			args := []string{"--home", home, "tools", "render"}
+			args := []string{"tools", "render"}
 			for _, a := range tc.args {
 				args = append(args, strings.ReplaceAll(a, "OUT", out))
 			}
-			stdout, stderr, code := toolsExec(t, args...)
+			stdout, stderr, code := runCLI(t, home, "", nil, args...)
 			if code != tc.wantCode {
-				t.Errorf("aileron-proxy %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, tc.wantCode, stdout, stderr)
+				t.Errorf("aileron-proxy --home %s %s: exit %d, want %d\nstdout: %s\nstderr: %s", home, strings.Join(args, " "), code, tc.wantCode, stdout, stderr)
 			}
 			for _, w := range tc.wantOut {
 				if !strings.Contains(stdout, w) {
@@ -175,75 +148,14 @@ func TestToolsRenderCommand(t *testing.T) {
 	}
 }
 
-// Register -update unless another test file of the package already did.
-var _ = func() bool {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files in testdata/")
-	}
-	return true
-}()
-
-// TestToolsHelpGolden pins the help of tools and tools render and checks
-// the cobra conventions of STYLE.md on them.
-func TestToolsHelpGolden(t *testing.T) {
-	var b strings.Builder
-	for _, args := range [][]string{{"tools"}, {"tools", "render"}} {
-		stdout, stderr, code := toolsExec(t, append(args, "--help")...)
-		if code != exitOK || stderr != "" {
-			t.Fatalf("%q --help: exit %d, stderr %q", args, code, stderr)
-		}
-		b.WriteString("$ aileron-proxy " + strings.Join(args, " ") + " --help\n" + stdout + "\n")
-	}
-	path := filepath.Join("testdata", "tools-help.golden")
-	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading %s (create it with -update): %v", path, err)
-	}
-	if b.String() != string(want) {
-		t.Errorf("help differs from %s (rerun with -update and review the diff):\n%s", path, b.String())
-	}
-
-	stdout, _, code := toolsExec(t, "tools")
+// TestToolsGroupCommand: tools alone prints its help, and an unknown
+// subcommand is a usage error.
+func TestToolsGroupCommand(t *testing.T) {
+	stdout, _, code := runCLI(t, t.TempDir(), "", nil, "tools")
 	if code != exitOK || !strings.Contains(stdout, "render") {
 		t.Errorf("tools: exit %d, stdout %q, want the help", code, stdout)
 	}
-	if _, stderr, code := toolsExec(t, "tools", "bogus"); code != exitUsage || !strings.Contains(stderr, `unknown command "bogus"`) {
+	if _, stderr, code := runCLI(t, t.TempDir(), "", nil, "tools", "bogus"); code != exitUsage || !strings.Contains(stderr, `unknown command "bogus"`) {
 		t.Errorf("tools bogus: exit %d, stderr %q, want a usage error", code, stderr)
-	}
-
-	root := newRootCmd(newApp(strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}, func(string) string { return "" }))
-	var tools *cobra.Command
-	for _, c := range root.Commands() {
-		if c.Name() == "tools" {
-			tools = c
-		}
-	}
-	if tools == nil {
-		t.Fatal("tools is not registered on the root command")
-	}
-	for _, c := range append([]*cobra.Command{tools}, tools.Commands()...) {
-		name := c.CommandPath()
-		if c.Args == nil {
-			t.Errorf("%s: Args is not set", name)
-		}
-		if c.Short == "" || !unicode.IsUpper([]rune(c.Short)[0]) || strings.HasSuffix(c.Short, ".") {
-			t.Errorf("%s: Short %q must start with a capital and have no period", name, c.Short)
-		}
-		if c.Long == "" || c.Example == "" || !strings.HasPrefix(c.Use, c.Name()+" ") {
-			t.Errorf("%s: Long, Example and a Use that shows the syntax are required", name)
-		}
-		for _, ex := range strings.Split(c.Example, "\n") {
-			if !strings.HasPrefix(strings.TrimSpace(ex), "aileron-proxy tools") {
-				t.Errorf("%s: example %q does not start with the command", name, ex)
-			}
-		}
 	}
 }
