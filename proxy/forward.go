@@ -53,7 +53,13 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 	out.Host = t.hostHeader
 	stripHeader(out.Header, true)
 	var body *countingBody
-	if r.Body != nil && r.Body != http.NoBody {
+	switch {
+	case r.ContentLength == 0:
+		// The HTTP/2 server gives even a bodiless request a non-nil Body;
+		// forwarding it would cost the upstream an extra empty DATA frame
+		// (and a flush) per request.
+		out.Body = http.NoBody
+	case r.Body != nil && r.Body != http.NoBody:
 		body = &countingBody{rc: r.Body}
 		out.Body = body
 	}
