@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary serve as the origin and goproxy children,
+// exactly as the harness binary does.
+func TestMain(m *testing.M) {
+	if code, ok := childMode(os.Args[1:]); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// TestSmoke runs scenario (1) and (2) for a handful of requests against
+// direct, aileron-proxy (a real serve process with a session, policy,
+// credential injection and audit) and the goproxy baseline, then renders
+// and round-trips the report. It keeps CI exercising the harness without
+// the full run.
+func TestSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	bin := filepath.Join(t.TempDir(), "aileron-proxy")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/aileron-proxy")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building aileron-proxy: %v\n%s", err, out)
+	}
+
+	cfg := defaultConfig()
+	cfg.duration = 5 * time.Second
+	cfg.maxRequests = 20
+	cfg.keepAliveClients = []int{1, 4}
+	cfg.newConnClients = 2
+	cfg.idleTunnels = 4
+	opts := options{bin: bin, cfg: cfg, targets: map[string]bool{targetDirect: true, targetAileron: true, targetGoproxy: true}}
+
+	var cl cleanups
+	defer cl.run()
+	var progress bytes.Buffer
+	o, targets, err := startTargets(ctx, opts, dir, &cl, &progress)
+	if err != nil {
+		t.Fatalf("starting targets: %v\n%s", err, progress.String())
+	}
+	var names []string
+	for _, tg := range targets {
+		if tg.skipped != "" {
+			t.Fatalf("%s %s\n%s", tg.name, tg.skipped, progress.String())
+		}
+		names = append(names, tg.name)
+	}
+	if got := strings.Join(names, ","); got != "direct,aileron-proxy,goproxy" {
+		t.Fatalf("targets = %s, want direct,aileron-proxy,goproxy", got)
+	}
+
+	var list []scenario
+	for _, s := range scenarios(cfg, o) {
+		if s.id == "1.c1" || s.id == "1.c4" || s.id == "2" {
+			list = append(list, s)
+		}
+	}
+	rep := &report{Date: now(), Machine: describeMachine()}
+	measures := runScenarios(ctx, list, targets, rep, &progress)
+	for _, id := range []string{"1.c1", "1.c4", "2"} {
+		for _, name := range names {
+			m := measures[id][name]
+			if m.note != "" {
+				t.Errorf("scenario %s, %s: %s", id, name, m.note)
+			}
+			if m.values["rps"] <= 0 || m.values["p50"] <= 0 {
+				t.Errorf("scenario %s, %s: values = %v, want req/s and p50 > 0", id, name, m.values)
+			}
+		}
+	}
+	rw, ok := rep.row("1.c4.rps")
+	if !ok {
+		t.Fatalf("no row 1.c4.rps in %+v", rep.Rows)
+	}
+	if r, ok := rw.Ratios[targetAileron]; !ok || r <= 0 {
+		t.Errorf("1.c4.rps ratios = %v, want an aileron-proxy ratio to direct", rw.Ratios)
+	}
+	if st := o.counters(ctx); st.Injected == 0 || st.Requests <= st.Injected {
+		t.Errorf("origin counters = %+v: want credentialed requests from aileron-proxy and plain ones from the others", st)
+	}
+
+	// Idle tunnels through aileron-proxy spread over its sessions.
+	var ail *target
+	for _, tg := range targets {
+		if tg.name == targetAileron {
+			ail = tg
+		}
+	}
+	if m := scenarioIdleTunnels(ctx, cfg, o, ail); m.note == "" || strings.Contains(m.note, "opened") {
+		t.Errorf("idle tunnels: note %q, want every tunnel opened and the RSS reported", m.note)
+	}
+
+	addChecks(rep, measures)
+	var md bytes.Buffer
+	rep.writeMarkdown(&md)
+	for _, want := range []string{"| (1) keep-alive GET, 4 client(s) | req/s |", "aileron-proxy", "(1) req/s at 16 clients"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	out := filepath.Join(dir, "results", "latest.json")
+	if err := rep.writeJSON(out); err != nil {
+		t.Fatal(err)
+	}
+	back := readReport(out)
+	if back == nil || len(back.Rows) != len(rep.Rows) || len(back.Checks) != len(rep.Checks) {
+		t.Fatalf("reading %s back: %+v", out, back)
+	}
+
+	cl.run()
+	for _, tg := range targets {
+		if tg.proc != nil && !tg.proc.exited() {
+			t.Errorf("%s still running after cleanup", tg.name)
+		}
+	}
+	if !o.proc.exited() {
+		t.Error("the origin is still running after cleanup")
+	}
+}

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// Target names, in table order.
+const (
+	targetDirect  = "direct"
+	targetAileron = "aileron-proxy"
+	// targetCompare is a second aileron-proxy binary (-compare-bin) run
+	// side by side, to record a change's before and after in one run.
+	targetCompare = "aileron-proxy-b"
+	targetGoproxy = "goproxy"
+	targetMitm    = "mitmproxy"
+	targetSquid   = "squid"
+)
+
+var allTargets = []string{targetDirect, targetAileron, targetCompare, targetGoproxy, targetMitm, targetSquid}
+
+// target is one way of reaching the origin.
+type target struct {
+	name    string
+	version string
+	// proxyURL is nil for direct. For aileron-proxy it carries the session's
+	// proxy credential.
+	proxyURL *url.URL
+	// tunnels are the endpoints scenario (5) spreads its idle tunnels over
+	// (aileron-proxy caps tunnels per session); nil means proxyURL, roots.
+	tunnels []endpoint
+	// roots is what the client trusts: the origin CA for direct, the
+	// proxy's CA (only) otherwise.
+	roots *x509.CertPool
+	// proc is the proxy process whose RSS is measured; nil for direct.
+	proc *process
+	// auditHeader is set when every proxied response must carry
+	// X-Aileron-Audit-Id (policy decided and audited per request).
+	auditHeader bool
+	// skipped says why the target is not measured; empty when it is.
+	skipped string
+	// aileron is the running serve's control-API view (aileron-proxy only).
+	aileron *aileronDaemon
+}
+
+// endpoint is a proxy URL and the CA a client trusts through it.
+type endpoint struct {
+	proxyURL *url.URL
+	roots    *x509.CertPool
+}
+
+// endpoints returns where scenario (5) opens tunnels.
+func (t *target) endpoints() []endpoint {
+	if len(t.tunnels) > 0 {
+		return t.tunnels
+	}
+	return []endpoint{{proxyURL: t.proxyURL, roots: t.roots}}
+}
+
+func (t *target) pid() int {
+	if t.proc == nil {
+		return 0
+	}
+	return t.proc.pid()
+}
+
+// cleanEnv is a child environment without the machine's global CA and proxy
+// variables, so every child trusts exactly what the harness configures.
+func cleanEnv(extra ...string) []string {
+	drop := map[string]bool{}
+	for _, k := range []string{"SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO",
+		"NODE_EXTRA_CA_CERTS", "NIX_SSL_CERT_FILE", "PIP_CERT", "AWS_CA_BUNDLE", "HTTPLIB2_CA_CERTS",
+		"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
+		"AILERON_HOME"} {
+		drop[k] = true
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !drop[k] {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// --- aileron-proxy ---------------------------------------------------------
+
+// aileronDaemon is a running `aileron-proxy serve` and what the harness
+// needs of its control API.
+type aileronDaemon struct {
+	bin, home  string
+	APIURL     string `json:"api_url"`
+	ProxyAddr  string `json:"proxy_addr"`
+	AdminToken string `json:"admin_token"`
+	PID        int    `json:"pid"`
+}
+
+// benchSpec is the connector for the origin: both endpoints need a bearer
+// credential, so every request is matched, injected, scrubbed and audited.
+func benchSpec(authority string) string {
+	return fmt.Sprintf(`{
+  "schema_version": "aileron.connector.v1",
+  "connector": {"fqn": %q, "version": "1.0.0"},
+  "tools": [{
+    "name": "bench",
+    "description": "aileron-proxy benchmark origin",
+    "operations": [
+      {"name": "small", "method": "GET", "path": %q, "hosts": [%q], "credential": "bearer"},
+      {"name": "download", "method": "GET", "path": "%s{size}", "hosts": [%q], "credential": "bearer",
+       "inputs": [{"name": "size", "type": "integer", "required": true}]}
+    ]
+  }]
+}`, benchFQN, pathSmall, authority, pathDownload, authority)
+}
+
+// hosts100Spec is a connector whose one operation lists 100 hosts, for
+// scenario (6).
+func hosts100Spec() string {
+	hosts := make([]string, 100)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("%q", fmt.Sprintf("h%03d.bench.test", i))
+	}
+	return fmt.Sprintf(`{
+  "schema_version": "aileron.connector.v1",
+  "connector": {"fqn": %q, "version": "1.0.0"},
+  "tools": [{
+    "name": "hosts100",
+    "description": "100 intercepted hosts",
+    "operations": [
+      {"name": "get", "method": "GET", "path": "/", "hosts": [%s]}
+    ]
+  }]
+}`, hosts100FQN, strings.Join(hosts, ", "))
+}
+
+// cli runs the aileron-proxy binary against home.
+func (d *aileronDaemon) cli(ctx context.Context, stdin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, d.bin, append([]string{"--home", d.home}, args...)...)
+	cmd.Env = cleanEnv()
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("running aileron-proxy %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+// createdSession is the part of `session create --json` the harness uses.
+type createdSession struct {
+	ID       string   `json:"id"`
+	ProxyURL string   `json:"proxy_url"`
+	CAPEM    string   `json:"ca_pem"`
+	Hosts    []string `json:"hosts"`
+}
+
+func (d *aileronDaemon) createSession(ctx context.Context, fqn string) (createdSession, error) {
+	out, err := d.cli(ctx, "", "session", "create", "--json", "--connector", fqn, "--ttl", "2h")
+	if err != nil {
+		return createdSession{}, err
+	}
+	var s createdSession
+	if err := json.Unmarshal([]byte(out), &s); err != nil || s.ProxyURL == "" || s.CAPEM == "" {
+		return createdSession{}, fmt.Errorf("parsing `session create --json` output: %v", err)
+	}
+	return s, nil
+}
+
+// startAileron installs the bench connectors, sets the bearer credential,
+// starts serve against the origin and creates the sessions the scenarios
+// use. Everything it starts is registered with cleanup.
+func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelSessions int, cleanup *cleanups) (*target, error) {
+	dir = filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	home := filepath.Join(dir, "home")
+	d := &aileronDaemon{bin: bin, home: home}
+	specs := map[string]string{
+		"bench.aileron.connector.v1.json":    benchSpec(o.authority()),
+		"hosts100.aileron.connector.v1.json": hosts100Spec(),
+	}
+	for name, body := range specs {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", p, err)
+		}
+		if _, err := d.cli(ctx, "", "connector", "install", p); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := d.cli(ctx, benchToken+"\n", "credential", "set", benchFQN, "--kind", "bearer", "--stdin"); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--home", home, "serve",
+		"--proxy-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0",
+		"--resolve", o.authority()+"="+o.addr(), "--upstream-ca", o.caFile)
+	cmd.Env = cleanEnv()
+	p, err := startProcess(name, cmd, filepath.Join(dir, "serve.log"))
+	if err != nil {
+		return nil, err
+	}
+	cleanup.add(func() { p.stop(10 * time.Second) })
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		raw, err := os.ReadFile(filepath.Join(home, "daemon.json"))
+		if err == nil && json.Unmarshal(raw, d) == nil && d.ProxyAddr != "" && d.PID == p.pid() {
+			break
+		}
+		if p.exited() {
+			return nil, fmt.Errorf("aileron-proxy serve exited early (%v); log:\n%s", p.err, p.logTail(20))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("aileron-proxy serve wrote no daemon.json within 30s; log:\n%s", p.logTail(20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	t := &target{name: name, proc: p, auditHeader: true, aileron: d}
+	for i := range max(1, tunnelSessions) {
+		s, err := d.createSession(ctx, benchFQN)
+		if err != nil {
+			return nil, err
+		}
+		u, err := url.Parse(s.ProxyURL)
+		if err != nil {
+			return nil, fmt.Errorf("parsing the session proxy URL: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(s.CAPEM)) {
+			return nil, fmt.Errorf("session %s: ca_pem holds no certificate", s.ID)
+		}
+		if i == 0 {
+			t.proxyURL, t.roots = u, pool
+		}
+		// Each session has its own CA: scenario (5) trusts per endpoint.
+		t.tunnels = append(t.tunnels, endpoint{proxyURL: u, roots: pool})
+	}
+	return t, nil
+}
+
+// --- goproxy ---------------------------------------------------------------
+
+// startGoproxyTarget re-runs the harness binary as `-serve-goproxy`.
+func startGoproxyTarget(ctx context.Context, self, dir string, o *origin, cleanup *cleanups) (*target, error) {
+	caFile := filepath.Join(dir, "goproxy-ca.pem")
+	cmd := exec.Command(self, serveGoproxyFlag, "-listen", "127.0.0.1:0", "-upstream-ca", o.caFile, "-ca-out", caFile)
+	cmd.Env = cleanEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("piping goproxy's stdout: %w", err)
+	}
+	p, err := startProcess(targetGoproxy, cmd, filepath.Join(dir, "goproxy.log"))
+	if err != nil {
+		return nil, err
+	}
+	cleanup.add(func() { p.stop(5 * time.Second) })
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	line, err := readLine(rctx, p, stdout)
+	if err != nil {
+		return nil, err
+	}
+	addr, ok := strings.CutPrefix(line, "listening ")
+	if !ok {
+		return nil, fmt.Errorf("goproxy printed %q, want \"listening ADDR\"", line)
+	}
+	raw, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading goproxy's CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(raw) {
+		return nil, fmt.Errorf("goproxy's CA file %s holds no certificate", caFile)
+	}
+	return &target{name: targetGoproxy, version: goproxyVersion(), proxyURL: &url.URL{Scheme: "http", Host: addr}, roots: pool, proc: p}, nil
+}
+
+func goproxyVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == "github.com/elazarl/goproxy" {
+				return m.Version
+			}
+		}
+	}
+	return "unknown"
+}
