@@ -24,7 +24,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -259,25 +258,9 @@ type origin struct {
 func startOrigin(ctx context.Context, self, dir string, cl *cleanups) (*origin, error) {
 	caFile := filepath.Join(dir, "origin-ca.pem")
 	cmd := exec.Command(self, serveOriginFlag, "-listen", "127.0.0.1:0", "-ca-out", caFile)
-	cmd.Env = cleanEnv()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("piping the origin's stdout: %w", err)
-	}
-	p, err := startProcess("origin", cmd, filepath.Join(dir, "origin.log"))
+	p, addr, err := startListener(ctx, "origin", cmd, filepath.Join(dir, "origin.log"), cl)
 	if err != nil {
 		return nil, err
-	}
-	cl.add(func() { p.stop(5 * time.Second) })
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	line, err := readLine(rctx, p, stdout)
-	if err != nil {
-		return nil, err
-	}
-	addr, ok := strings.CutPrefix(line, "listening ")
-	if !ok {
-		return nil, fmt.Errorf("the origin printed %q, want \"listening ADDR\"", line)
 	}
 	_, portStr, err := net.SplitHostPort(addr)
 	if err != nil {

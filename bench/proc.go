@@ -123,6 +123,33 @@ func waitListening(ctx context.Context, p *process, addr string) error {
 	}
 }
 
+// startListener starts cmd (a re-run of the harness binary that prints
+// "listening ADDR" once ready), registers its stop with cl, and returns the
+// process and ADDR.
+func startListener(ctx context.Context, name string, cmd *exec.Cmd, logPath string, cl *cleanups) (*process, string, error) {
+	cmd.Env = cleanEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", fmt.Errorf("piping %s's stdout: %w", name, err)
+	}
+	p, err := startProcess(name, cmd, logPath)
+	if err != nil {
+		return nil, "", err
+	}
+	cl.add(func() { p.stop(5 * time.Second) })
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	line, err := readLine(rctx, p, stdout)
+	if err != nil {
+		return nil, "", err
+	}
+	addr, ok := strings.CutPrefix(line, "listening ")
+	if !ok {
+		return nil, "", fmt.Errorf("%s printed %q, want \"listening ADDR\"", name, line)
+	}
+	return p, addr, nil
+}
+
 // readLine reads the first line a child prints on r, bounded by ctx.
 func readLine(ctx context.Context, p *process, r io.Reader) (string, error) {
 	type res struct {

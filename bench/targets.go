@@ -259,25 +259,9 @@ func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelS
 func startGoproxyTarget(ctx context.Context, self, dir string, o *origin, cleanup *cleanups) (*target, error) {
 	caFile := filepath.Join(dir, "goproxy-ca.pem")
 	cmd := exec.Command(self, serveGoproxyFlag, "-listen", "127.0.0.1:0", "-upstream-ca", o.caFile, "-ca-out", caFile)
-	cmd.Env = cleanEnv()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("piping goproxy's stdout: %w", err)
-	}
-	p, err := startProcess(targetGoproxy, cmd, filepath.Join(dir, "goproxy.log"))
+	p, addr, err := startListener(ctx, targetGoproxy, cmd, filepath.Join(dir, "goproxy.log"), cleanup)
 	if err != nil {
 		return nil, err
-	}
-	cleanup.add(func() { p.stop(5 * time.Second) })
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	line, err := readLine(rctx, p, stdout)
-	if err != nil {
-		return nil, err
-	}
-	addr, ok := strings.CutPrefix(line, "listening ")
-	if !ok {
-		return nil, fmt.Errorf("goproxy printed %q, want \"listening ADDR\"", line)
 	}
 	raw, err := os.ReadFile(caFile)
 	if err != nil {

@@ -192,27 +192,19 @@ func (r *Registry) pruneLocked(now time.Time, ends *[]pendingEnd) {
 // without it learns nothing about the session.
 func (r *Registry) AuthenticateProxy(id, secret string) (*Session, error) {
 	d := digest(secret)
-	var ends []pendingEnd
-	r.mu.Lock()
-	e, ok := r.byID[id]
-	var err error
-	switch {
-	case !ok:
-		// Compare anyway so unknown and wrong answers take the same time.
-		var zero [sha256.Size]byte
-		subtle.ConstantTimeCompare(d[:], zero[:])
-		err = ErrUnknownSession
-	case subtle.ConstantTimeCompare(d[:], e.proxyHash[:]) != 1:
-		err = ErrBadCredential
-	default:
-		err = r.checkLocked(e, r.now(), &ends)
-	}
-	r.mu.Unlock()
-	r.notify(ends)
-	if err != nil {
-		return nil, err
-	}
-	return e.sess, nil
+	return r.authenticate(func() (*entry, error) {
+		e, ok := r.byID[id]
+		if !ok {
+			// Compare anyway so unknown and wrong answers take the same time.
+			var zero [sha256.Size]byte
+			subtle.ConstantTimeCompare(d[:], zero[:])
+			return nil, ErrUnknownSession
+		}
+		if subtle.ConstantTimeCompare(d[:], e.proxyHash[:]) != 1 {
+			return nil, ErrBadCredential
+		}
+		return e, nil
+	})
 }
 
 // AuthenticateAPI returns the live session whose API token is token.
@@ -221,16 +213,25 @@ func (r *Registry) AuthenticateAPI(token string) (*Session, error) {
 		return nil, ErrBadCredential
 	}
 	d := digest(token)
+	return r.authenticate(func() (*entry, error) {
+		// The map is keyed by the digest, so lookup time says nothing about
+		// the token; the constant-time compare is the authoritative check.
+		e, ok := r.byAPI[d]
+		if !ok || subtle.ConstantTimeCompare(d[:], e.apiHash[:]) != 1 {
+			return nil, ErrBadCredential
+		}
+		return e, nil
+	})
+}
+
+// authenticate runs find under the lock to pick the entry a credential
+// names, refuses it when it has ended or expired, and sends any OnEnd
+// notification after the lock is released.
+func (r *Registry) authenticate(find func() (*entry, error)) (*Session, error) {
 	var ends []pendingEnd
 	r.mu.Lock()
-	// The map is keyed by the digest, so lookup time says nothing about the
-	// token; the constant-time compare is the authoritative check.
-	e, ok := r.byAPI[d]
-	var err error
-	switch {
-	case !ok || subtle.ConstantTimeCompare(d[:], e.apiHash[:]) != 1:
-		err = ErrBadCredential
-	default:
+	e, err := find()
+	if err == nil {
 		err = r.checkLocked(e, r.now(), &ends)
 	}
 	r.mu.Unlock()
