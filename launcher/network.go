@@ -125,7 +125,13 @@ func (r *cliRuntime) NetworkRemove(ctx context.Context, name string) error {
 }
 
 func (r *cliRuntime) ContainerRemove(ctx context.Context, name string) error {
-	_, err := r.run(ctx, "rm", "--force", name)
+	args := []string{"rm", "--force"}
+	if r.kind == RuntimePodman {
+		// Podman's rm --force still waits its default 10s stop timeout;
+		// the container is being discarded, so do not wait.
+		args = append(args, "--time", "0")
+	}
+	_, err := r.run(ctx, append(args, name)...)
 	var ce *cliError
 	if errors.As(err, &ce) && strings.Contains(strings.ToLower(ce.stderr), "no such container") {
 		return nil

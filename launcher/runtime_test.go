@@ -385,3 +385,22 @@ func indexOf(list []string, s string) int {
 	}
 	return -1
 }
+
+func TestContainerRemoveDoesNotWaitOnPodman(t *testing.T) {
+	for _, tc := range []struct {
+		kind RuntimeKind
+		want string
+	}{
+		{RuntimeDocker, "rm --force c1"},
+		{RuntimePodman, "rm --force --time 0 c1"},
+	} {
+		f := &fakeExec{}
+		rt := newFakeRuntime(t, tc.kind, f)
+		if err := rt.ContainerRemove(context.Background(), "c1"); err != nil {
+			t.Fatalf("%s: ContainerRemove = %v", tc.kind, err)
+		}
+		if got := allArgv(f); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: argv = %q, want %q", tc.kind, got, tc.want)
+		}
+	}
+}
