@@ -117,7 +117,11 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 	writeResponseHeader(w, resp, decoded)
 	w.Header().Set(headerAuditID, id)
 	w.WriteHeader(resp.StatusCode)
-	n, cerr := s.copyBody(w, src)
+	length := resp.ContentLength
+	if decoded {
+		length = -1
+	}
+	n, cerr := s.copyBody(w, src, length)
 	if body != nil {
 		x.ev.BytesIn = body.n.Load()
 	}
@@ -317,10 +321,12 @@ func identityBody(resp *http.Response) (io.ReadCloser, bool, error) {
 }
 
 // copyBody streams src to w through a pooled buffer and flushes after every
-// write, so nothing the upstream sent waits in a buffer (SSE, slow or
-// trickling bodies). A body that arrives in one read costs one write either
-// way; large bodies are written through in 32 KiB pieces.
-func (s *Server) copyBody(w http.ResponseWriter, src io.Reader) (int64, error) {
+// write that leaves the body incomplete, so nothing the upstream sent waits in
+// a buffer (SSE, slow or trickling bodies). length is the body's known length,
+// or -1. The write that completes a known-length body is not flushed: the
+// handler's return sends it, which over HTTP/2 puts END_STREAM on the same
+// DATA frame instead of an extra empty one.
+func (s *Server) copyBody(w http.ResponseWriter, src io.Reader, length int64) (int64, error) {
 	bufp := s.bufPool.Get().(*[]byte)
 	defer s.bufPool.Put(bufp)
 	buf := *bufp
@@ -334,7 +340,7 @@ func (s *Server) copyBody(w http.ResponseWriter, src io.Reader) (int64, error) {
 			if werr != nil {
 				return total, werr
 			}
-			if flusher != nil {
+			if flusher != nil && (length < 0 || total < length) {
 				flusher.Flush()
 			}
 		}

@@ -83,7 +83,7 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 	writeResponseHeader(w, resp, false)
 	w.Header().Set(headerAuditID, x.ev.AuditID)
 	w.WriteHeader(resp.StatusCode)
-	n, cerr := s.copyBody(w, resp.Body)
+	n, cerr := s.copyBody(w, resp.Body, resp.ContentLength)
 	if body != nil {
 		x.ev.BytesIn = body.n.Load()
 	}
