@@ -50,17 +50,25 @@ func exactInteger(n json.Number) (string, bool) {
 		}
 		return s, true
 	}
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		exp, err := strconv.Atoi(s[i+1:])
-		if err != nil || exp > maxExponent || exp < -maxExponent {
-			return "", false
-		}
+	if !exponentInRange(s) {
+		return "", false
 	}
 	r, ok := new(big.Rat).SetString(s)
 	if !ok || !r.IsInt() {
 		return "", false
 	}
 	return r.Num().String(), true
+}
+
+// exponentInRange reports whether the number literal s has no exponent or
+// one within ±maxExponent.
+func exponentInRange(s string) bool {
+	i := strings.IndexAny(s, "eE")
+	if i < 0 {
+		return true
+	}
+	exp, err := strconv.Atoi(s[i+1:])
+	return err == nil && exp <= maxExponent && exp >= -maxExponent
 }
 
 // normalNumber returns n as an exact integer when it is one, else as sent.
@@ -109,15 +117,10 @@ func checkValue(t policy.InputType, v any) (any, string) {
 		}
 	case policy.InputNumber:
 		if n, ok := v.(json.Number); ok {
-			if s := n.String(); strings.ContainsAny(s, "eE") {
-				if _, ok := exactInteger(n); !ok {
-					// Non-integer with an exponent: keep the literal but
-					// refuse absurd exponents.
-					i := strings.IndexAny(s, "eE")
-					if exp, err := strconv.Atoi(s[i+1:]); err != nil || exp > maxExponent || exp < -maxExponent {
-						return nil, fmt.Sprintf("number %s is out of range", s)
-					}
-				}
+			// Keep a non-integer literal as sent, but refuse absurd
+			// exponents.
+			if !exponentInRange(n.String()) {
+				return nil, fmt.Sprintf("number %s is out of range", n)
 			}
 			return normalNumber(n), ""
 		}
@@ -162,12 +165,20 @@ func article(t policy.InputType) string {
 	return "a " + string(t)
 }
 
+// templateName returns name when the path segment seg is "{name}".
+func templateName(seg string) (string, bool) {
+	if len(seg) > 2 && seg[0] == '{' && seg[len(seg)-1] == '}' {
+		return seg[1 : len(seg)-1], true
+	}
+	return "", false
+}
+
 // templateNames returns the {name} segments of an operation path.
 func templateNames(path string) []string {
 	var out []string
 	for _, seg := range strings.Split(path, "/") {
-		if len(seg) > 2 && seg[0] == '{' && seg[len(seg)-1] == '}' {
-			out = append(out, seg[1:len(seg)-1])
+		if name, ok := templateName(seg); ok {
+			out = append(out, name)
 		}
 	}
 	return out
@@ -233,13 +244,8 @@ func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) 
 		}
 	}
 
-	keys := make([]string, 0, len(args))
-	for k := range args {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	values := map[string]any{}
-	for _, k := range keys {
+	for _, k := range sortedKeys(args) {
 		in, declared := inputs[k]
 		if !declared && !isTemplate[k] {
 			msg := "unknown argument; this operation takes no arguments"
@@ -267,10 +273,10 @@ func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) 
 	// Path.
 	segs := strings.Split(op.Path, "/")
 	for i, seg := range segs {
-		if len(seg) <= 2 || seg[0] != '{' || seg[len(seg)-1] != '}' {
+		name, ok := templateName(seg)
+		if !ok {
 			continue
 		}
-		name := seg[1 : len(seg)-1]
 		v, ok := values[name]
 		if !ok {
 			continue // already reported

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
@@ -140,7 +141,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 		case http.StatusRequestEntityTooLarge:
 			ae = apiErr(he.Code, CodeBodyTooLarge, "request body too large")
 		default:
-			ae = apiErr(he.Code, "http_"+http.StatusText(he.Code), http.StatusText(he.Code))
+			// A stable snake_case code: "http_400", not "http_Bad Request".
+			ae = apiErr(he.Code, "http_"+strconv.Itoa(he.Code), http.StatusText(he.Code))
 		}
 	default:
 		ae = apiErr(http.StatusInternalServerError, CodeInternal, "internal error; see the daemon log").because(err)

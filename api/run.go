@@ -170,6 +170,29 @@ func (s *Server) refused(sess *session.Session, source, fqn, tool, op string, e 
 	return e
 }
 
+// lookupOperation returns the current snapshot and the session's operation
+// fqn/tool/op in it. When the operation is not one of the session's, it
+// returns the audited 404 refusal with notFoundCode, listing what the
+// session can call instead; when the spec does not declare how to send it
+// upstream, the audited 501 operation_not_proxyable.
+func (s *Server) lookupOperation(sess *session.Session, source, notFoundCode, fqn, tool, op string) (*policy.Snapshot, *policy.Match, error) {
+	snap, err := s.snapshot()
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := snap.Lookup(sess.Scope, fqn, tool, op)
+	if err != nil || m == nil || m.Operation == nil {
+		msg, key, list := notFound(snap, sess, fqn, tool, op)
+		return nil, nil, s.refused(sess, source, fqn, tool, op, apiErr(http.StatusNotFound, notFoundCode, msg).with(key, list))
+	}
+	if !m.Operation.IsProxyable() {
+		return nil, nil, s.refused(sess, source, m.ConnectorFQN, m.Tool, m.Operation.Name,
+			apiErr(http.StatusNotImplemented, CodeOperationNotProxyable,
+				fmt.Sprintf("operation %q of tool %q declares no method, path or hosts, so it cannot be sent upstream; the connector spec must declare all three", m.Operation.Name, m.Tool)))
+	}
+	return snap, m, nil
+}
+
 // runOperation is POST /v1/connector-operations/run.
 func (s *Server) runOperation(c echo.Context) error {
 	sess := sessionFrom(c)
@@ -180,22 +203,11 @@ func (s *Server) runOperation(c echo.Context) error {
 	if err := missingFields([2]string{"connector_fqn", req.ConnectorFQN}, [2]string{"tool", req.Tool}, [2]string{"operation", req.Operation}); err != nil {
 		return err
 	}
-	snap, err := s.snapshot()
+	_, m, err := s.lookupOperation(sess, SourceRunEndpoint, CodeOperationNotFound, req.ConnectorFQN, req.Tool, req.Operation)
 	if err != nil {
 		return err
 	}
-	m, err := snap.Lookup(sess.Scope, req.ConnectorFQN, req.Tool, req.Operation)
-	if err != nil || m == nil || m.Operation == nil {
-		msg, key, list := notFound(snap, sess, req.ConnectorFQN, req.Tool, req.Operation)
-		return s.refused(sess, SourceRunEndpoint, req.ConnectorFQN, req.Tool, req.Operation,
-			apiErr(http.StatusNotFound, CodeOperationNotFound, msg).with(key, list))
-	}
 	op := m.Operation
-	if !op.IsProxyable() {
-		return s.refused(sess, SourceRunEndpoint, m.ConnectorFQN, m.Tool, op.Name,
-			apiErr(http.StatusNotImplemented, CodeOperationNotProxyable,
-				fmt.Sprintf("operation %q of tool %q declares no method, path or hosts, so it cannot be sent upstream; the connector spec must declare all three", op.Name, m.Tool)))
-	}
 	args := req.Args
 	if args == nil {
 		args = map[string]any{}

@@ -53,24 +53,14 @@ func (s *Server) sandboxProxy(c echo.Context) error {
 		[2]string{"operation", req.Operation}, [2]string{"method", req.Method}, [2]string{"url", req.URL}); err != nil {
 		return err
 	}
-	snap, err := s.snapshot()
+	snap, m, err := s.lookupOperation(sess, SourceSandboxProxy, CodeSandboxOperationNotFound, req.ConnectorFQN, req.Tool, req.Operation)
 	if err != nil {
 		return err
 	}
+	op := m.Operation
 	refuse := func(msg string) *Error {
 		return s.refused(sess, SourceSandboxProxy, req.ConnectorFQN, req.Tool, req.Operation,
 			apiErr(http.StatusNotFound, CodeSandboxOperationNotFound, msg))
-	}
-	m, err := snap.Lookup(sess.Scope, req.ConnectorFQN, req.Tool, req.Operation)
-	if err != nil || m == nil || m.Operation == nil {
-		msg, key, list := notFound(snap, sess, req.ConnectorFQN, req.Tool, req.Operation)
-		return refuse(msg).with(key, list)
-	}
-	op := m.Operation
-	if !op.IsProxyable() {
-		return s.refused(sess, SourceSandboxProxy, m.ConnectorFQN, m.Tool, op.Name,
-			apiErr(http.StatusNotImplemented, CodeOperationNotProxyable,
-				fmt.Sprintf("operation %q of tool %q declares no method, path or hosts, so it cannot be sent upstream", op.Name, m.Tool)))
 	}
 	method := strings.ToUpper(strings.TrimSpace(req.Method))
 	u, err := url.Parse(req.URL)

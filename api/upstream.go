@@ -287,8 +287,7 @@ const proxyCodeUnreachable = "upstream_unreachable"
 // upstream_unreachable: the upstream failed before sending a response byte.
 // It peeks at the (small, proxy-written) body and puts it back.
 func isUpstreamConnectFailure(resp *http.Response) bool {
-	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get(HeaderDecision) == "" ||
-		resp.Header.Get(HeaderDecision) == decisionAllowed {
+	if d := resp.Header.Get(HeaderDecision); resp.StatusCode != http.StatusBadGateway || d == "" || d == decisionAllowed {
 		return false
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -344,10 +343,10 @@ func proxyRefusal(status int, body []byte) error {
 		eb.Error.Status = status
 		switch status {
 		case http.StatusBadGateway:
-			eb.Error.Extra = withKey(eb.Error.Extra, "proxy_code", eb.Error.Code)
+			eb.Error.with("proxy_code", eb.Error.Code)
 			eb.Error.Code = CodeUpstreamUnreachable
 		case http.StatusGatewayTimeout:
-			eb.Error.Extra = withKey(eb.Error.Extra, "proxy_code", eb.Error.Code)
+			eb.Error.with("proxy_code", eb.Error.Code)
 			eb.Error.Code = CodeUpstreamTimeout
 		}
 		return eb.Error
@@ -362,14 +361,6 @@ func proxyRefusal(status int, body []byte) error {
 	}
 	return apiErr(http.StatusBadGateway, CodeProxyRefused,
 		fmt.Sprintf("the proxy refused the request with status %d", status))
-}
-
-func withKey(m map[string]any, k string, v any) map[string]any {
-	if m == nil {
-		m = map[string]any{}
-	}
-	m[k] = v
-	return m
 }
 
 func envelopeOf(resp *http.Response, body []byte) Envelope {

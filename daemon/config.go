@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -88,6 +90,23 @@ type fileLimits struct {
 	ResponseHeaderTimeout string `json:"response_header_timeout"`
 	MaxIdleConnsPerHost   int    `json:"max_idle_conns_per_host"`
 	MaxConcurrentStreams  uint32 `json:"max_concurrent_streams"`
+}
+
+// LoadConfig returns the Config of home: the settings of the config file at
+// path, or of $home/config.json (ConfigFile) when path is empty and that
+// file exists; without a file, only Home is set.
+func LoadConfig(home, path string) (Config, error) {
+	cfg := Config{Home: home}
+	if path == "" {
+		path = filepath.Join(home, ConfigFile)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return cfg, nil
+		}
+	}
+	if err := LoadConfigFile(path, &cfg); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
 }
 
 // LoadConfigFile reads a JSONC config file (comments and trailing commas

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -32,6 +33,7 @@ import (
 
 // Paths under $AILERON_HOME that the daemon owns.
 const (
+	ConfigFile      = "config.json"
 	DaemonFile      = "daemon.json"
 	CredentialsFile = "credentials.json"
 	AuditFile       = "audit/audit.jsonl"
@@ -59,6 +61,11 @@ type Daemon struct {
 	adminToken     string
 	systemRoots    []byte
 
+	// storeState and credsState are the fingerprints taken just before
+	// New's first load, so the watchers also catch a change made between
+	// that load and Run.
+	storeState, credsState [sha256.Size]byte
+
 	// endedIssued and endedHits carry the leaf counters of ended sessions
 	// so the exported totals stay monotonic.
 	endedIssued, endedHits atomic.Uint64
@@ -79,9 +86,11 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	if d.store, err = policy.OpenStore(cfg.Home); err != nil {
 		return nil, fmt.Errorf("opening connector store: %w", err)
 	}
+	d.storeState = fingerprint(d.store.Dir())
 	if err := d.reloadPolicy(); err != nil {
 		return nil, err
 	}
+	d.credsState = fingerprint(d.credentialsPath())
 	if err := d.reloadCredentials(); err != nil {
 		return nil, err
 	}
@@ -190,16 +199,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go watch(watchCtx, d.cfg.ReloadInterval, func() {
+	go watch(watchCtx, d.cfg.ReloadInterval, d.storeState, func() {
 		if err := d.reloadPolicy(); err != nil {
 			d.log.Error("connector reload failed; keeping the last good policy", zap.Error(err))
 		}
 	}, d.store.Dir())
-	go watch(watchCtx, d.cfg.ReloadInterval, func() {
+	go watch(watchCtx, d.cfg.ReloadInterval, d.credsState, func() {
 		if err := d.reloadCredentials(); err != nil {
 			d.log.Error("credential reload failed; keeping the last good credentials", zap.Error(err))
 		}
-	}, filepath.Join(d.cfg.Home, CredentialsFile))
+	}, d.credentialsPath())
 
 	d.log.Info("serving", zap.String("proxy_addr", d.ProxyAddr()), zap.String("api_url", d.APIURL()),
 		zap.Int("connectors", len(d.snapshot.Load().Connectors())), zap.String("daemon_file", daemonFile))
@@ -268,9 +277,12 @@ func (d *Daemon) reloadPolicy() error {
 	return nil
 }
 
+// credentialsPath is $AILERON_HOME/credentials.json.
+func (d *Daemon) credentialsPath() string { return filepath.Join(d.cfg.Home, CredentialsFile) }
+
 // reloadCredentials rebuilds the resolver from credentials.json.
 func (d *Daemon) reloadCredentials() error {
-	path := filepath.Join(d.cfg.Home, CredentialsFile)
+	path := d.credentialsPath()
 	f, err := credentials.LoadFile(path)
 	if err != nil {
 		return fmt.Errorf("loading %s: %w", path, err)

@@ -41,11 +41,11 @@ func fingerprint(roots ...string) [sha256.Size]byte {
 	return sum
 }
 
-// watch calls reload whenever the fingerprint of roots changes, checking
-// every interval until ctx ends. Polling keeps it portable and dependency
-// free; the store changes rarely and a stat walk of it is cheap.
-func watch(ctx context.Context, interval time.Duration, reload func(), roots ...string) {
-	last := fingerprint(roots...)
+// watch calls reload whenever the fingerprint of roots differs from last
+// (the state the caller last loaded), checking every interval until ctx
+// ends. Polling keeps it portable and dependency free; the store changes
+// rarely and a stat walk of it is cheap.
+func watch(ctx context.Context, interval time.Duration, last [sha256.Size]byte, reload func(), roots ...string) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -182,7 +182,7 @@ func exampleCall(command string, op *policy.Operation) string {
 		obj.WriteString(placeholder(in))
 	}
 	obj.WriteByte('}')
-	return call + " --args " + shellQuote(obj.String())
+	return call + " --args " + ShellQuote(obj.String())
 }
 
 func placeholder(in policy.Input) string {
@@ -211,9 +211,9 @@ func jsonString(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// shellQuote quotes s for a POSIX shell: everything inside single quotes is
+// ShellQuote quotes s for a POSIX shell: everything inside single quotes is
 // literal, and each single quote becomes quote, backslash, quote, quote.
-func shellQuote(s string) string {
+func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 

@@ -246,14 +246,19 @@ func Render(opts RenderOptions) (*Rendered, error) {
 			Tool:          r.tool.Name,
 			Script:        script,
 		})
-		ops := make([]string, len(r.tool.Operations))
-		for i, op := range r.tool.Operations {
-			ops[i] = op.Name
-		}
-		fmt.Fprintf(&txt, "%s %s -- Aileron connector operations: %s\n", r.command, r.conn.Spec.Connector.FQN, strings.Join(ops, ", "))
+		fmt.Fprintf(&txt, "%s %s -- Aileron connector operations: %s\n", r.command, r.conn.Spec.Connector.FQN, strings.Join(operationNames(r.tool), ", "))
 	}
 	out.ToolsTxt = txt.Bytes()
 	return out, nil
+}
+
+// operationNames returns the names of t's operations in spec order.
+func operationNames(t *policy.Tool) []string {
+	names := make([]string, len(t.Operations))
+	for i, op := range t.Operations {
+		names[i] = op.Name
+	}
+	return names
 }
 
 // checkOperations returns what makes the operations of t unsafe or

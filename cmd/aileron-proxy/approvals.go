@@ -45,7 +45,7 @@ ones), oldest first, with the session, operation, request line and the
 operation's audit fields.`,
 		Example: `  aileron-proxy approvals list
   aileron-proxy approvals list --state all --json`,
-		Args: daemonArgs(cobra.NoArgs),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !approval.IsValidState(state) {
 				return usageError(fmt.Errorf("--state %q is not valid; use pending, decided or all", state))
@@ -105,7 +105,7 @@ func fieldsText(f map[string]string) string {
 func newApprovalsDecideCmd(a *app, d approval.Decision) *cobra.Command {
 	var remember string
 	cmd := &cobra.Command{
-		Args: daemonArgs(cobra.ExactArgs(1)),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rem, err := approval.ParseRemember(remember)
 			if err != nil {

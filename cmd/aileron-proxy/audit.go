@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -14,10 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/daemon"
 )
-
-// auditLogPath returns $AILERON_HOME/audit/audit.jsonl.
-func auditLogPath(a *app) string { return filepath.Join(a.home, "audit", "audit.jsonl") }
 
 func newAuditCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
@@ -26,8 +23,8 @@ func newAuditCmd(a *app) *cobra.Command {
 		Long:  `serve records one JSON object per decision in $AILERON_HOME/audit/audit.jsonl (mode 0600): allowed and denied requests, passthrough tunnels, approvals and session lifecycle. Events hold the connector, tool, operation, method, host, path (never the query), status, decision and reason, and the declared audit fields; never header values, bodies or secrets.`,
 		Example: `  aileron-proxy audit tail -f
   aileron-proxy audit tail --session SESSION_ID --json`,
-		Args: credentialGroupArgs,
-		RunE: credentialGroupRun,
+		Args: cobra.ArbitraryArgs,
+		RunE: groupRunE,
 	}
 	cmd.AddCommand(newAuditTailCmd(a))
 	return cmd
@@ -54,7 +51,7 @@ with "-" for empty values, and exit=N on session.ended events of launched sandbo
 			if opts.Lines < 0 {
 				return usageError(fmt.Errorf("-n %d: pass a positive number of events, or omit -n for all", opts.Lines))
 			}
-			path := auditLogPath(a)
+			path := a.homePath(daemon.AuditFile)
 			err := audit.Tail(cmd.Context(), path, opts, func(e audit.Event) error {
 				if asJSON {
 					line, err := json.Marshal(e)

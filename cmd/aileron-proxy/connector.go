@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,12 +35,7 @@ See docs/connector-spec.md for the format and docs/store.md for the store.`,
   aileron-proxy connector list`,
 		Args:                  cobra.ArbitraryArgs,
 		DisableFlagsInUseLine: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usageError(fmt.Errorf("unknown command %q for %q; run %q for the list", args[0], cmd.CommandPath(), cmd.CommandPath()+" --help"))
-			}
-			return cmd.Help()
-		},
+		RunE:                  groupRunE,
 	}
 	cmd.AddCommand(
 		newConnectorInstallCmd(a),
@@ -50,24 +44,6 @@ See docs/connector-spec.md for the format and docs/store.md for the store.`,
 		newConnectorValidateCmd(a),
 	)
 	return cmd
-}
-
-// connExactArgs is cobra.ExactArgs with the usage exit code.
-func connExactArgs(n int) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
-			return usageError(fmt.Errorf("%w; usage: %s", err, cmd.UseLine()))
-		}
-		return nil
-	}
-}
-
-// connNoArgs is cobra.NoArgs with the usage exit code.
-func connNoArgs(cmd *cobra.Command, args []string) error {
-	if err := cobra.NoArgs(cmd, args); err != nil {
-		return usageError(fmt.Errorf("%w; usage: %s", err, cmd.UseLine()))
-	}
-	return nil
 }
 
 func newConnectorInstallCmd(a *app) *cobra.Command {
@@ -90,7 +66,7 @@ Prints "installed <fqn> <version> sha256:<hex>". Exit status: 0 installed,
 		Example: `  aileron-proxy connector install configs/connectors/demo.aileron.connector.v1.json
   aileron-proxy connector install ./my-connector-package
   aileron-proxy connector install --force ./my-github-fork`,
-		Args:                  connExactArgs(1),
+		Args:                  usageArgs(cobra.ExactArgs(1)),
 		DisableFlagsInUseLine: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := policy.OpenStore(a.home)
@@ -133,7 +109,7 @@ tools. The status is one of:
 --json prints the full detail, including every tool and operation.`,
 		Example: `  aileron-proxy connector list
   aileron-proxy connector list --json`,
-		Args:                  connNoArgs,
+		Args:                  usageArgs(cobra.NoArgs),
 		DisableFlagsInUseLine: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := policy.OpenStore(a.home)
@@ -171,7 +147,7 @@ are printed as "warning: <json path>: <message>" and do not make the spec
 invalid. Exit status: 0 valid, 1 invalid or unreadable, 2 usage error.`,
 		Example: `  aileron-proxy connector validate configs/connectors/demo.aileron.connector.v1.json
   aileron-proxy connector validate ./my-connector-package`,
-		Args:                  connExactArgs(1),
+		Args:                  usageArgs(cobra.ExactArgs(1)),
 		DisableFlagsInUseLine: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := connReadSpec(args[0])
@@ -225,7 +201,7 @@ removed, 1 nothing matched or I/O error, 2 usage error.`,
 		Example: `  aileron-proxy connector remove github://acme/aileron-connector-github
   aileron-proxy connector remove github://acme/aileron-connector-github@0.4.0
   aileron-proxy connector remove sha256:0123456789ab`,
-		Args:                  connExactArgs(1),
+		Args:                  usageArgs(cobra.ExactArgs(1)),
 		DisableFlagsInUseLine: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := policy.OpenStore(a.home)
@@ -350,7 +326,5 @@ func connWriteJSON(w io.Writer, entries []policy.Installed) error {
 		}
 		out = append(out, j)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return writeJSON(w, out)
 }

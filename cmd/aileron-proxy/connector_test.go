@@ -15,7 +15,7 @@ import (
 const (
 	connDemoSpec   = "../../configs/connectors/demo.aileron.connector.v1.json"
 	connGitHubSpec = "../../configs/connectors/github.aileron.connector.v1.json"
-	connManyErrors = "../../../shared/fixtures/specs/invalid/many-errors.aileron.connector.v1.json"
+	connManyErrors = "testdata/many-errors.aileron.connector.v1.json" // a copy of the shared fixture that policy/testdata/many-errors.golden describes
 )
 
 func connWriteSpec(t *testing.T, doc string) string {
@@ -126,9 +126,6 @@ func TestConnectorInstallListRemove(t *testing.T) {
 }
 
 func TestConnectorInstallInvalid(t *testing.T) {
-	if _, err := os.Stat(connManyErrors); err != nil {
-		t.Skipf("shared fixture not available: %v", err)
-	}
 	home := t.TempDir()
 	stdout, stderr, code := runCLI(t, home, "", nil, "connector", "install", connManyErrors)
 	if code != exitFailure || stdout != "" {
@@ -177,29 +174,26 @@ valid: local://me/w unversioned: 1 tool, 2 operations (1 not proxyable)
 		t.Errorf("validate with warnings: exit %d\nstdout:\n%s\nwant:\n%s\nstderr: %q", code, stdout, want, stderr)
 	}
 
-	if _, err := os.Stat(connManyErrors); err == nil {
-		stdout, stderr, code = runCLI(t, home, "", nil, "connector", "validate", connManyErrors)
-		golden, err := os.ReadFile("../../policy/testdata/many-errors.golden")
-		if err != nil {
-			t.Fatal(err)
+	stdout, stderr, code = runCLI(t, home, "", nil, "connector", "validate", connManyErrors)
+	golden, err := os.ReadFile("../../policy/testdata/many-errors.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same list as the policy golden file: warnings, then problems.
+	var problems, warns []string
+	for _, l := range strings.Split(strings.TrimRight(string(golden), "\n"), "\n") {
+		if p, ok := strings.CutPrefix(l, "error: "); ok {
+			problems = append(problems, p)
+		} else {
+			warns = append(warns, l)
 		}
-		// Same list as the policy golden file: problems, then warnings.
-		var want []string
-		var warns []string
-		for _, l := range strings.Split(strings.TrimRight(string(golden), "\n"), "\n") {
-			if p, ok := strings.CutPrefix(l, "error: "); ok {
-				want = append(want, p)
-			} else {
-				warns = append(warns, l)
-			}
-		}
-		want = append(warns, want...)
-		if code != exitFailure || stdout != strings.Join(want, "\n")+"\n" {
-			t.Errorf("validate many-errors: exit %d\nstdout:\n%s\nwant:\n%s", code, stdout, strings.Join(want, "\n"))
-		}
-		if stderr != "error: "+connManyErrors+" is not a valid connector spec (14 problems)\n" {
-			t.Errorf("validate many-errors stderr = %q", stderr)
-		}
+	}
+	wantLines := append(warns, problems...)
+	if code != exitFailure || stdout != strings.Join(wantLines, "\n")+"\n" {
+		t.Errorf("validate many-errors: exit %d\nstdout:\n%s\nwant:\n%s", code, stdout, strings.Join(wantLines, "\n"))
+	}
+	if stderr != "error: "+connManyErrors+" is not a valid connector spec (14 problems)\n" {
+		t.Errorf("validate many-errors stderr = %q", stderr)
 	}
 
 	stdout, stderr, code = runCLI(t, home, "", nil, "connector", "validate", connWriteSpec(t, "{\n  \"tools\": [1,,]\n}"))

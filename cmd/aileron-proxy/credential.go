@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,26 +12,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/daemon"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
-// credentialsFileName is the credential store inside $AILERON_HOME.
-const credentialsFileName = "credentials.json"
-
 // credentialStorePath returns $AILERON_HOME/credentials.json.
-func credentialStorePath(a *app) string { return filepath.Join(a.home, credentialsFileName) }
-
-// credentialGroupArgs refuses anything but a known subcommand, as a usage
-// error (cobra would otherwise print help and exit 0).
-func credentialGroupArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usageError(fmt.Errorf("unknown command %q for %s; run `%s --help`", args[0], cmd.CommandPath(), cmd.CommandPath()))
-	}
-	return nil
-}
-
-// credentialGroupRun prints the group's help.
-func credentialGroupRun(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+func credentialStorePath(a *app) string { return a.homePath(daemon.CredentialsFile) }
 
 // credentialArgs requires exactly n positional arguments, as a usage error.
 func credentialArgs(n int, what string) cobra.PositionalArgs {
@@ -57,8 +42,8 @@ A running serve picks up changes automatically. No command takes a secret as an 
 		Example: `  aileron-proxy credential set github://acme/aileron-connector-github --kind bearer --from-exec 'gh auth token'
   aileron-proxy credential list
   aileron-proxy credential remove github://acme/aileron-connector-github`,
-		Args: credentialGroupArgs,
-		RunE: credentialGroupRun,
+		Args: cobra.ArbitraryArgs,
+		RunE: groupRunE,
 	}
 	cmd.AddCommand(newCredentialSetCmd(a), newCredentialListCmd(a), newCredentialRemoveCmd(a))
 	return cmd
@@ -317,9 +302,7 @@ func newCredentialListCmd(a *app) *cobra.Command {
 			}
 			infos := file.List()
 			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(infos)
+				return writeJSON(a.stdout, infos)
 			}
 			if len(infos) == 0 {
 				fmt.Fprintln(a.stdout, "No credentials set. Add one with: aileron-proxy credential set FQN --kind bearer --from-env VAR")

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -163,7 +161,7 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 		Stdout:        a.stdout,
 		Stderr:        a.stderr,
 		TTY:           isTerminal(a.stdin),
-		AuditLog:      filepath.Join(a.home, filepath.FromSlash(daemon.AuditFile)),
+		AuditLog:      a.homePath(daemon.AuditFile),
 	})
 	if err != nil {
 		return err
@@ -178,7 +176,7 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 // (no daemon.json, or one naming a daemon that does not answer) it starts
 // one in this process, on loopback only, and stop shuts it down.
 func (a *app) launchDaemon(ctx context.Context, log *zap.Logger) (client *api.Client, stop func(), err error) {
-	path := filepath.Join(a.home, daemonFileName)
+	path := a.homePath(daemon.DaemonFile)
 	client, err = api.NewClient(path)
 	switch {
 	case err == nil:
@@ -205,14 +203,9 @@ func (a *app) launchDaemon(ctx context.Context, log *zap.Logger) (client *api.Cl
 // relays. It publishes daemon.json like serve, so other commands (approvals,
 // audit tail) find it while launch runs.
 func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonFile string) (*api.Client, func(), error) {
-	cfg := daemon.Config{Home: a.home}
-	conf := filepath.Join(a.home, "config.json")
-	if _, err := os.Stat(conf); err == nil {
-		if err := daemon.LoadConfigFile(conf, &cfg); err != nil {
-			return nil, nil, err
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fmt.Errorf("reading %s: %w", conf, err)
+	cfg, err := daemon.LoadConfig(a.home, "")
+	if err != nil {
+		return nil, nil, err
 	}
 	cfg.ProxyListen, cfg.APIListen, cfg.AdvertiseProxyAddr = "127.0.0.1:0", "127.0.0.1:0", ""
 	dlog := log.Named("daemon")

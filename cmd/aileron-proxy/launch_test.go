@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/aileron-dev/aileron-proxy/daemon"
 )
 
 func TestLaunchUsageErrors(t *testing.T) {
@@ -98,7 +100,7 @@ curl -sS --noproxy '*' --max-time 10 -o /dev/null -w 'status=%{http_code}\n' "$A
 			t.Errorf("agent output lacks %q:\n%s", w, got)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(home, daemonFileName)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(home, daemon.DaemonFile)); !os.IsNotExist(err) {
 		t.Errorf("daemon.json outlived launch (%v)", err)
 	}
 	m := regexp.MustCompile(`session  (ses_[0-9a-f]+)`).FindStringSubmatch(stderr)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -140,3 +141,35 @@ func newRootCmd(a *app) *cobra.Command {
 
 // usageError marks err as a usage error (exit 2).
 func usageError(err error) error { return withCode(exitUsage, err) }
+
+// usageArgs wraps a positional-args check so a mismatch exits with the
+// usage code and shows the command's syntax.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError(fmt.Errorf("%w; usage: %s", err, cmd.UseLine()))
+		}
+		return nil
+	}
+}
+
+// groupRunE is the RunE of a command group (with Args cobra.ArbitraryArgs):
+// help, or a usage error for an unknown subcommand.
+func groupRunE(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError(fmt.Errorf("unknown command %q for %q; run %q for the list", args[0], cmd.CommandPath(), cmd.CommandPath()+" --help"))
+	}
+	return cmd.Help()
+}
+
+// writeJSON prints v to w as indented JSON, the --json output of every
+// command.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// homePath returns the path of rel (slash-separated, e.g. daemon.AuditFile)
+// under the state directory.
+func (a *app) homePath(rel string) string { return filepath.Join(a.home, filepath.FromSlash(rel)) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -27,7 +28,8 @@ when its engine answers, else Podman.`,
 		Example: `  aileron-proxy sandbox init
   aileron-proxy sandbox plan --json
   aileron-proxy sandbox check --agent=claude`,
-		Args: cobra.NoArgs,
+		Args: cobra.ArbitraryArgs,
+		RunE: groupRunE,
 	}
 	cmd.AddCommand(newSandboxInitCmd(a), newSandboxPlanCmd(a), newSandboxBuildCmd(a), newSandboxCheckCmd(a))
 	return cmd
@@ -46,6 +48,24 @@ func runtimeFlag(cmd *cobra.Command) *string {
 	return r
 }
 
+// planAndRuntime parses --runtime (a usage error when invalid), plans the
+// project's sandbox and selects the container runtime.
+func (a *app) planAndRuntime(ctx context.Context, project, runtimeFlag string) (*launcher.Plan, launcher.Runtime, error) {
+	kind, err := launcher.ParseRuntimeKind(runtimeFlag)
+	if err != nil {
+		return nil, nil, usageError(err)
+	}
+	plan, err := launcher.NewPlan(project, launcher.PlanOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	rt, err := launcher.NewRuntime(ctx, launcher.RuntimeConfig{Kind: kind, Logger: a.consoleLogger()})
+	if err != nil {
+		return nil, nil, err
+	}
+	return plan, rt, nil
+}
+
 func newSandboxInitCmd(a *app) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
@@ -56,7 +76,7 @@ which extends aileron/sandbox-base:` + launcher.BaseVersion + ` and carries comm
 common tools (git, gh, Node.js, Python, kubectl). Existing files are left alone unless --force is given.`,
 		Example: `  aileron-proxy sandbox init
   aileron-proxy sandbox init --project ../agent-repo --force`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 	}
 	project := projectFlag(cmd)
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing files")
@@ -83,7 +103,7 @@ devcontainer settings and the container runtime that would be used. Nothing is b
 With --runtime auto (the default) this runs ` + "`docker info`" + ` to see whether Docker answers.`,
 		Example: `  aileron-proxy sandbox plan
   aileron-proxy sandbox plan --json --runtime podman`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 	}
 	project := projectFlag(cmd)
 	rtFlag := runtimeFlag(cmd)
@@ -122,20 +142,12 @@ Images always rebuild; tier 2 and devcontainer "image" references are pulled onl
 Build output goes to stderr; the images built are listed on stdout.`,
 		Example: `  aileron-proxy sandbox build
   aileron-proxy sandbox build --runtime podman`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 	}
 	project := projectFlag(cmd)
 	rtFlag := runtimeFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		kind, err := launcher.ParseRuntimeKind(*rtFlag)
-		if err != nil {
-			return usageError(err)
-		}
-		plan, err := launcher.NewPlan(*project, launcher.PlanOptions{})
-		if err != nil {
-			return err
-		}
-		rt, err := launcher.NewRuntime(cmd.Context(), launcher.RuntimeConfig{Kind: kind, Logger: a.consoleLogger()})
+		plan, rt, err := a.planAndRuntime(cmd.Context(), *project, *rtFlag)
 		if err != nil {
 			return err
 		}
@@ -172,7 +184,7 @@ and wget (used by connector shims) is present. Each failure names its fix.
 Exit status: 0 when every check passes, 1 when one fails or the image cannot be prepared, 2 on usage errors.`,
 		Example: `  aileron-proxy sandbox check --agent=claude
   aileron-proxy sandbox check --agent=codex --sandbox-build=never --runtime podman`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 	}
 	project := projectFlag(cmd)
 	rtFlag := runtimeFlag(cmd)
@@ -183,19 +195,11 @@ Exit status: 0 when every check passes, 1 when one fails or the image cannot be 
 		if agent == "" {
 			return usageError(errors.New("--agent is required (the command the agent runs, e.g. --agent=claude)"))
 		}
-		kind, err := launcher.ParseRuntimeKind(*rtFlag)
-		if err != nil {
-			return usageError(err)
-		}
 		policy, err := launcher.ParseBuildPolicy(buildFlag)
 		if err != nil {
 			return usageError(err)
 		}
-		plan, err := launcher.NewPlan(*project, launcher.PlanOptions{})
-		if err != nil {
-			return err
-		}
-		rt, err := launcher.NewRuntime(cmd.Context(), launcher.RuntimeConfig{Kind: kind, Logger: a.consoleLogger()})
+		plan, rt, err := a.planAndRuntime(cmd.Context(), *project, *rtFlag)
 		if err != nil {
 			return err
 		}

@@ -75,7 +75,8 @@ func TestSandboxUsageAndConfigErrors(t *testing.T) {
 		{"unknown runtime", []string{"sandbox", "plan", "--runtime", "lxc"}, exitUsage, `unknown container runtime "lxc"`},
 		{"check needs --agent", []string{"sandbox", "check"}, exitUsage, "--agent is required"},
 		{"bad build policy", []string{"sandbox", "check", "--agent=x", "--sandbox-build", "sometimes"}, exitUsage, `unknown build policy "sometimes"`},
-		{"stray argument", []string{"sandbox", "plan", "extra"}, exitFailure, "unknown command"},
+		{"stray argument", []string{"sandbox", "plan", "extra"}, exitUsage, "unknown command"},
+		{"unknown subcommand", []string{"sandbox", "bogus"}, exitUsage, `unknown command "bogus" for "aileron-proxy sandbox"`},
 		{"bad devcontainer value", []string{"sandbox", "plan", "--project", bad, "--runtime", "docker"}, exitFailure,
 			filepath.Join(bad, ".devcontainer", "devcontainer.json") + `:3:54: customizations.aileron.approval_surface: unsupported value "web"; use one of "api", "cli", "both"`},
 	}

@@ -1,11 +1,6 @@
 package main
 
 import (
-	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
-
 	"github.com/spf13/cobra"
 
 	"github.com/aileron-dev/aileron-proxy/daemon"
@@ -32,24 +27,16 @@ Settings come from the config file ($AILERON_HOME/config.json when it
 exists, or --config), then from flags, which win. The file is JSON with
 optional comments; its keys use the flag words: proxy_listen, api_listen,
 resolve, upstream_ca, passthrough, approval_timeout, reload_interval,
-shutdown_timeout, advertise_proxy_addr. See configs/aileron.example.jsonc.`,
+shutdown_timeout, advertise_proxy_addr and limits (the proxy's size, count
+and timeout limits). See configs/aileron.example.jsonc.`,
 		Example: `  aileron-proxy serve
   aileron-proxy serve --resolve api.example.com:443=127.0.0.1:8443 --upstream-ca upstream.pem
   aileron-proxy serve --passthrough '*.packages.example.com' --proxy-listen 0.0.0.0:3128`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			merged := daemon.Config{Home: a.home}
-			path := configFile
-			if path == "" {
-				path = filepath.Join(a.home, "config.json")
-				if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-					path = ""
-				}
-			}
-			if path != "" {
-				if err := daemon.LoadConfigFile(path, &merged); err != nil {
-					return err
-				}
+			merged, err := daemon.LoadConfig(a.home, configFile)
+			if err != nil {
+				return err
 			}
 			flags := cmd.Flags()
 			if flags.Changed("proxy-listen") {

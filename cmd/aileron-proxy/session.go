@@ -1,10 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,40 +9,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/daemon"
+	"github.com/aileron-dev/aileron-proxy/shims"
 )
-
-// daemonFileName is the daemon's published address file in $AILERON_HOME.
-const daemonFileName = "daemon.json"
 
 // daemonClient returns an API client for the daemon of a.home.
 func (a *app) daemonClient() (*api.Client, error) {
-	return api.NewClient(filepath.Join(a.home, daemonFileName))
-}
-
-// daemonArgs wraps a positional-args check so a mismatch exits with the
-// usage code.
-func daemonArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if err := check(cmd, args); err != nil {
-			return usageError(fmt.Errorf("%w; usage: %s", err, cmd.UseLine()))
-		}
-		return nil
-	}
-}
-
-// groupRunE is the RunE of a command group: help, or a usage error for an
-// unknown subcommand.
-func groupRunE(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usageError(fmt.Errorf("unknown command %q for %q; run %q for the list", args[0], cmd.CommandPath(), cmd.CommandPath()+" --help"))
-	}
-	return cmd.Help()
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return api.NewClient(a.homePath(daemon.DaemonFile))
 }
 
 // newSessionCmd is `aileron-proxy session`: create, list and end sessions
@@ -89,7 +59,7 @@ duration such as 90m, 8h or 2d (default 8h, at most 7d).`,
 		Example: `  aileron-proxy session create
   aileron-proxy session create --connector github://acme/aileron-connector-github --ttl 2h
   aileron-proxy session create --json > session.json`,
-		Args: daemonArgs(cobra.NoArgs),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := api.ParseTTL(ttl); err != nil {
 				return usageError(fmt.Errorf("--ttl: %w", err))
@@ -114,9 +84,9 @@ duration such as 90m, 8h or 2d (default 8h, at most 7d).`,
 				fmt.Fprintf(w, "  ca_file:        %s\n", s.CAFile)
 				fmt.Fprintf(w, "  ca_bundle_file: %s\n", s.CABundleFile)
 			}
-			fmt.Fprintf(w, "\nFor a client in this shell:\n  export HTTPS_PROXY=%s\n", shellQuote(s.ProxyURL))
+			fmt.Fprintf(w, "\nFor a client in this shell:\n  export HTTPS_PROXY=%s\n", shims.ShellQuote(s.ProxyURL))
 			if s.CABundleFile != "" {
-				fmt.Fprintf(w, "  export SSL_CERT_FILE=%s\n", shellQuote(s.CABundleFile))
+				fmt.Fprintf(w, "  export SSL_CERT_FILE=%s\n", shims.ShellQuote(s.CABundleFile))
 			}
 			fmt.Fprintln(a.stderr, "The proxy URL and API token are secrets and are shown only once.")
 			return nil
@@ -135,11 +105,6 @@ func orNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// shellQuote single-quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 func newSessionListCmd(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -149,7 +114,7 @@ func newSessionListCmd(a *app) *cobra.Command {
 and expiry. Secrets are never shown.`,
 		Example: `  aileron-proxy session list
   aileron-proxy session list --json`,
-		Args: daemonArgs(cobra.NoArgs),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.daemonClient()
 			if err != nil {
@@ -188,7 +153,7 @@ func newSessionEndCmd(a *app) *cobra.Command {
 		Long: `End a session on the running daemon: its proxy credential, API token and CA
 stop working at once, its open tunnels close and its CA files are removed.`,
 		Example: `  aileron-proxy session end ses_0123456789abcdef01234567`,
-		Args:    daemonArgs(cobra.ExactArgs(1)),
+		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.daemonClient()
 			if err != nil {

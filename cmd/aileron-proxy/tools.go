@@ -27,12 +27,7 @@ See docs/shims.md for the shim protocol, exit codes and conflicts.`,
 		Example: `  aileron-proxy tools render --out ./tools
   aileron-proxy tools render --out ./tools --connector github://acme/aileron-connector-google --agent claude`,
 		Args: cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usageError(fmt.Errorf("unknown command %q for %q; run %q for the list", args[0], cmd.CommandPath(), cmd.CommandPath()+" --help"))
-			}
-			return cmd.Help()
-		},
+		RunE: groupRunE,
 	}
 	cmd.AddCommand(newToolsRenderCmd(a))
 	return cmd
@@ -64,12 +59,7 @@ Exit status: 0 rendered; 1 conflict or write failure; 2 usage error.`,
 		Example: `  aileron-proxy tools render --out ./tools
   aileron-proxy tools render --out ./tools --connector github://acme/aileron-connector-google
   aileron-proxy tools render --out ./tools --agent claude --reserved aileron-approve`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if err := cobra.NoArgs(cmd, args); err != nil {
-				return usageError(fmt.Errorf("%w; usage: %s", err, cmd.UseLine()))
-			}
-			return nil
-		},
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return usageError(errors.New("--out is required; pass the directory to write, e.g. --out ./tools"))
