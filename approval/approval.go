@@ -162,12 +162,9 @@ func (p Pending) clone() Pending {
 	return p
 }
 
+// newID returns "apr_" and 24 hex characters (96 random bits).
 func newID() string {
 	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		// crypto/rand does not fail on supported platforms; fall back to a
-		// time-based ID rather than panicking.
-		return fmt.Sprintf("%s%024x", IDPrefix, time.Now().UnixNano())
-	}
+	_, _ = rand.Read(b[:]) // documented never to fail; it crashes the program instead
 	return IDPrefix + hex.EncodeToString(b[:])
 }

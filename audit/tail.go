@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -59,22 +60,26 @@ func Tail(ctx context.Context, path string, opts TailOptions, fn func(Event) err
 	}
 	defer func() { t.f.Close() }()
 
-	// Existing content: keep the last Lines matching events.
+	// Existing content: keep the last Lines matching events in a ring
+	// (ring[next] is the oldest once it is full).
 	var ring []Event
+	next := 0
 	err := t.read(func(e Event) error {
 		if opts.Lines <= 0 {
 			return fn(e)
 		}
-		if len(ring) == opts.Lines {
-			ring = append(ring[:0], ring[1:]...)
+		if len(ring) < opts.Lines {
+			ring = append(ring, e)
+			return nil
 		}
-		ring = append(ring, e)
+		ring[next] = e
+		next = (next + 1) % len(ring)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	for _, e := range ring {
+	for _, e := range slices.Concat(ring[next:], ring[:next]) {
 		if err := fn(e); err != nil {
 			return err
 		}

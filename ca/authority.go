@@ -245,6 +245,16 @@ func (a *Authority) Stats() Stats {
 // calls share one issuance. The returned value is shared: callers must not
 // modify it.
 func (a *Authority) Leaf(host string) (*tls.Certificate, error) {
+	// Fast path for a host already in normalized form, as the proxy passes
+	// it: the cache holds only session hosts, keyed by that form, so a hit
+	// needs no normalizing (which costs an allocation per call).
+	if leaf := a.cached(host); leaf != nil {
+		if err := a.checkExpiry(host); err != nil {
+			return nil, err
+		}
+		a.cacheHits.Add(1)
+		return leaf, nil
+	}
 	h, err := normalizeHost(host)
 	if err != nil {
 		return nil, fmt.Errorf("issuing leaf for %q: %w", host, err)
@@ -252,23 +262,17 @@ func (a *Authority) Leaf(host string) (*tls.Certificate, error) {
 	if _, ok := a.hosts[h.name]; !ok {
 		return nil, fmt.Errorf("issuing leaf for %q: not one of this session's hosts (%s); intercept it by starting a session with a connector that lists it", h.name, a.hostList())
 	}
-	if now := a.now(); now.After(a.cert.NotAfter) {
-		return nil, fmt.Errorf("issuing leaf for %q: session CA expired at %s; start a new session", h.name, a.cert.NotAfter.Format(time.RFC3339))
+	if err := a.checkExpiry(h.name); err != nil {
+		return nil, err
 	}
-	a.mu.RLock()
-	leaf := a.leaves[h.name]
-	a.mu.RUnlock()
-	if leaf != nil {
+	if leaf := a.cached(h.name); leaf != nil {
 		a.cacheHits.Add(1)
 		return leaf, nil
 	}
 
 	issuedHere := false
 	v, err, _ := a.flight.Do(h.name, func() (any, error) {
-		a.mu.RLock()
-		leaf := a.leaves[h.name]
-		a.mu.RUnlock()
-		if leaf != nil { // a previous flight finished after our cache miss
+		if leaf := a.cached(h.name); leaf != nil { // a previous flight finished after our cache miss
 			return leaf, nil
 		}
 		leaf, err := a.issue(h)
@@ -288,6 +292,21 @@ func (a *Authority) Leaf(host string) (*tls.Certificate, error) {
 		a.cacheHits.Add(1)
 	}
 	return v.(*tls.Certificate), nil
+}
+
+// cached returns the cached leaf for the normalized name, or nil.
+func (a *Authority) cached(name string) *tls.Certificate {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.leaves[name]
+}
+
+// checkExpiry refuses to hand out a leaf for name once the root has expired.
+func (a *Authority) checkExpiry(name string) error {
+	if now := a.now(); now.After(a.cert.NotAfter) {
+		return fmt.Errorf("issuing leaf for %q: session CA expired at %s; start a new session", name, a.cert.NotAfter.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // hostList renders the session's hosts for an error message.

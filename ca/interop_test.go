@@ -259,20 +259,7 @@ func TestCurlHandshake(t *testing.T) {
 			args = append(args, "--resolve", tc.serverName+":"+port+":"+tcp.IP.String())
 		}
 		out, code := run(t, curl, append(args, "https://"+urlHost+":"+port+"/")...)
-		switch tc.want {
-		case "ok":
-			if code != 0 || !strings.Contains(out, "hello from the session leaf") {
-				t.Errorf("curl %q: exit %d, want success\n%s", tc.serverName, code, out)
-			}
-		case "unknown authority":
-			if code != 60 || !strings.Contains(out, "unable to get local issuer certificate") {
-				t.Errorf("curl %q: exit %d, want 60 unable to get local issuer certificate\n%s", tc.serverName, code, out)
-			}
-		case "name constraints":
-			if code != 60 || !strings.Contains(out, "subtree violation") {
-				t.Errorf("curl %q: exit %d, want 60 with a subtree violation\n%s", tc.serverName, code, out)
-			}
-		}
+		checkClientExit(t, "curl", tc, out, code, 60, strings.Contains(out, "hello from the session leaf"))
 	})
 }
 
@@ -288,19 +275,29 @@ func TestPythonStrictHandshake(t *testing.T) {
 	forEachClientCase(t, func(t *testing.T, tc clientCase, trust map[string]string, _ map[string][]byte) {
 		tcp := tc.addr.(*net.TCPAddr)
 		out, code := run(t, python, script, trust[tc.trust], tcp.IP.String(), strconv.Itoa(tcp.Port), tc.serverName)
-		switch tc.want {
-		case "ok":
-			if code != 0 || !strings.HasPrefix(out, "ok TLSv1.3") {
-				t.Errorf("python ssl (VERIFY_X509_STRICT) %q: exit %d, want success\n%s", tc.serverName, code, out)
-			}
-		case "unknown authority":
-			if code != 3 || !strings.Contains(out, "unable to get local issuer certificate") {
-				t.Errorf("python ssl %q: exit %d, want 3 unable to get local issuer certificate\n%s", tc.serverName, code, out)
-			}
-		case "name constraints":
-			if code != 3 || !strings.Contains(out, "subtree violation") {
-				t.Errorf("python ssl %q: exit %d, want 3 with a subtree violation\n%s", tc.serverName, code, out)
-			}
-		}
+		checkClientExit(t, "python ssl (VERIFY_X509_STRICT)", tc, out, code, 3, strings.HasPrefix(out, "ok TLSv1.3"))
 	})
+}
+
+// checkClientExit checks what a command-line client reported for tc: exit 0
+// with ok (its success output) when the handshake must succeed, otherwise
+// exit failCode and the OpenSSL verification error for the expected failure.
+func checkClientExit(t *testing.T, client string, tc clientCase, out string, code, failCode int, ok bool) {
+	t.Helper()
+	if tc.want == "ok" {
+		if code != 0 || !ok {
+			t.Errorf("%s %q: exit %d, want success\n%s", client, tc.serverName, code, out)
+		}
+		return
+	}
+	wantErr, known := map[string]string{
+		"unknown authority": "unable to get local issuer certificate",
+		"name constraints":  "subtree violation",
+	}[tc.want]
+	if !known {
+		t.Fatalf("clientCase %q: unknown want %q", tc.name, tc.want)
+	}
+	if code != failCode || !strings.Contains(out, wantErr) {
+		t.Errorf("%s %q: exit %d, want %d with %q\n%s", client, tc.serverName, code, failCode, wantErr, out)
+	}
 }

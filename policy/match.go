@@ -222,12 +222,7 @@ func (s *Snapshot) host(name string) *hostIndex {
 }
 
 func (hi *hostIndex) add(e *opEntry) {
-	var mi *methodIndex
-	for i := range hi.methods {
-		if hi.methods[i].method == e.op.Method {
-			mi = &hi.methods[i]
-		}
-	}
+	mi := hi.method(e.op.Method)
 	if mi == nil {
 		hi.methods = append(hi.methods, methodIndex{method: e.op.Method, exact: make(map[string][]*opEntry)})
 		mi = &hi.methods[len(hi.methods)-1]

@@ -86,6 +86,21 @@ func (c *checker) name(path, what, v, example string) bool {
 	return false
 }
 
+// uniqueName checks the name v of the object at path with c.name and refuses
+// a repeat: seen maps the names already used within the enclosing object
+// (described by within, e.g. "a tool") to the path of their first use.
+func (c *checker) uniqueName(path, what, v, example, within string, seen map[string]string) {
+	np := field(path, "name")
+	if !c.name(np, what, v, example) {
+		return
+	}
+	if first, dup := seen[v]; dup {
+		c.fail(np, "duplicate %s name %q (%s has it too); %s names must be unique within %s", what, v, first, what, within)
+		return
+	}
+	seen[v] = path
+}
+
 func (c *checker) tool(path string, n *jnode, names, cmds map[string]string) Tool {
 	var t Tool
 	o, ok := c.object(path, n, "name", "description", "operations")
@@ -150,16 +165,9 @@ func (c *checker) operation(path string, n *jnode, names map[string]string) Oper
 	if !ok {
 		return op
 	}
-	np := field(path, "name")
 	if v, ok := c.str(o, "name"); ok {
 		op.Name = v
-		if c.name(np, "operation", v, "items.list") {
-			if first, dup := names[v]; dup {
-				c.fail(np, "duplicate operation name %q (%s has it too); operation names must be unique within a tool", v, first)
-			} else {
-				names[v] = path
-			}
-		}
+		c.uniqueName(path, "operation", v, "items.list", "a tool", names)
 	}
 	op.Summary, _ = c.str(o, "summary")
 	op.Description, _ = c.str(o, "description")
@@ -341,12 +349,8 @@ func firstNonPathChar(seg string) (string, bool) {
 // digits, which decodes to another escape.
 func hasDoubleEncoding(seg string) bool {
 	for i := 0; i+4 < len(seg); i++ {
-		if seg[i] == '%' && seg[i+1] == '2' && seg[i+2] == '5' {
-			if _, ok := unhex(seg[i+3]); ok {
-				if _, ok := unhex(seg[i+4]); ok {
-					return true
-				}
-			}
+		if seg[i] == '%' && seg[i+1] == '2' && seg[i+2] == '5' && unhexVal(seg[i+3]) >= 0 && unhexVal(seg[i+4]) >= 0 {
+			return true
 		}
 	}
 	return false
@@ -358,18 +362,6 @@ func pctEncode(s string) string {
 		fmt.Fprintf(&b, "%%%02X", s[i])
 	}
 	return b.String()
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }
 
 // pctDecode decodes %XX escapes; ok is false on a malformed escape.
@@ -386,12 +378,11 @@ func pctDecode(s string) (string, bool) {
 		if i+2 >= len(s) {
 			return "", false
 		}
-		hi, ok1 := unhex(s[i+1])
-		lo, ok2 := unhex(s[i+2])
-		if !ok1 || !ok2 {
+		hi, lo := unhexVal(s[i+1]), unhexVal(s[i+2])
+		if hi < 0 || lo < 0 {
 			return "", false
 		}
-		b.WriteByte(hi<<4 | lo)
+		b.WriteByte(byte(hi<<4 | lo))
 		i += 2
 	}
 	return b.String(), true
@@ -410,13 +401,7 @@ func (c *checker) inputs(path string, o obj) []Input {
 		var in Input
 		if v, ok := c.str(inObj, "name"); ok {
 			in.Name = v
-			if c.name(field(ip, "name"), "input", v, "id") {
-				if first, dup := seen[v]; dup {
-					c.fail(field(ip, "name"), "duplicate input name %q (%s has it too); input names must be unique within an operation", v, first)
-				} else {
-					seen[v] = ip
-				}
-			}
+			c.uniqueName(ip, "input", v, "id", "an operation", seen)
 		}
 		if v, ok := c.str(inObj, "type"); ok {
 			in.Type = InputType(v)
@@ -455,13 +440,7 @@ func (c *checker) audit(path string, o obj, opPath string, pathOK bool, template
 		var f AuditField
 		if v, ok := c.str(ao, "name"); ok {
 			f.Name = v
-			if c.name(field(ap, "name"), "audit field", v, "repository") {
-				if first, dup := seen[v]; dup {
-					c.fail(field(ap, "name"), "duplicate audit field name %q (%s has it too); audit field names must be unique within an operation", v, first)
-				} else {
-					seen[v] = ap
-				}
-			}
+			c.uniqueName(ap, "audit field", v, "repository", "an operation", seen)
 		}
 		if v, ok := c.str(ao, "source"); ok {
 			f.Source = v

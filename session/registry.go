@@ -192,7 +192,7 @@ func (r *Registry) pruneLocked(now time.Time, ends *[]pendingEnd) {
 // without it learns nothing about the session.
 func (r *Registry) AuthenticateProxy(id, secret string) (*Session, error) {
 	d := digest(secret)
-	return r.authenticate(func() (*entry, error) {
+	return r.live(func() (*entry, error) {
 		e, ok := r.byID[id]
 		if !ok {
 			// Compare anyway so unknown and wrong answers take the same time.
@@ -213,7 +213,7 @@ func (r *Registry) AuthenticateAPI(token string) (*Session, error) {
 		return nil, ErrBadCredential
 	}
 	d := digest(token)
-	return r.authenticate(func() (*entry, error) {
+	return r.live(func() (*entry, error) {
 		// The map is keyed by the digest, so lookup time says nothing about
 		// the token; the constant-time compare is the authoritative check.
 		e, ok := r.byAPI[d]
@@ -224,10 +224,10 @@ func (r *Registry) AuthenticateAPI(token string) (*Session, error) {
 	})
 }
 
-// authenticate runs find under the lock to pick the entry a credential
-// names, refuses it when it has ended or expired, and sends any OnEnd
-// notification after the lock is released.
-func (r *Registry) authenticate(find func() (*entry, error)) (*Session, error) {
+// live runs find under the lock to pick an entry (by ID or credential),
+// refuses it when it has ended or expired, and sends any OnEnd notification
+// after the lock is released.
+func (r *Registry) live(find func() (*entry, error)) (*Session, error) {
 	var ends []pendingEnd
 	r.mu.Lock()
 	e, err := find()
@@ -252,21 +252,13 @@ func (r *Registry) Get(id string) (*Session, bool) {
 // Lookup returns the live session id, or ErrUnknownSession,
 // ErrSessionEnded or ErrSessionExpired.
 func (r *Registry) Lookup(id string) (*Session, error) {
-	var ends []pendingEnd
-	r.mu.Lock()
-	e, ok := r.byID[id]
-	var err error
-	if !ok {
-		err = ErrUnknownSession
-	} else {
-		err = r.checkLocked(e, r.now(), &ends)
-	}
-	r.mu.Unlock()
-	r.notify(ends)
-	if err != nil {
-		return nil, err
-	}
-	return e.sess, nil
+	return r.live(func() (*entry, error) {
+		e, ok := r.byID[id]
+		if !ok {
+			return nil, ErrUnknownSession
+		}
+		return e, nil
+	})
 }
 
 // List returns the live sessions, oldest first.

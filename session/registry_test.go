@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -381,11 +382,21 @@ func TestSecretsNeverPrint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
-		out := fmt.Sprintf(format, sec)
-		if strings.Contains(out, sec.ProxySecret) || strings.Contains(out, sec.APIToken) {
-			t.Errorf("Sprintf(%q, secrets) = %q leaks a secret", format, out)
+	leaks := func(out string) bool {
+		return strings.Contains(out, sec.ProxySecret) || strings.Contains(out, sec.APIToken)
+	}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d", "%t", "%10.3s"} {
+		for _, arg := range []any{sec, &sec} {
+			if out := fmt.Sprintf(format, arg); leaks(out) {
+				t.Errorf("Sprintf(%q, %T) = %q leaks a secret", format, arg, out)
+			}
 		}
+	}
+	if out, err := json.Marshal(map[string]any{"secrets": sec}); err != nil || leaks(string(out)) {
+		t.Errorf("json.Marshal(secrets) = %s, %v; want it redacted", out, err)
+	}
+	if out := fmt.Sprint(fmt.Errorf("creating: %v", sec)); leaks(out) {
+		t.Errorf("an error wrapping the secrets leaks one: %q", out)
 	}
 }
 

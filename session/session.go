@@ -16,8 +16,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,8 +83,10 @@ type Session struct {
 // IsExpired reports whether the session's lifetime has passed at now.
 func (s *Session) IsExpired(now time.Time) bool { return !now.Before(s.ExpiresAt) }
 
-// Secrets are a session's credentials, returned once by Create. String and
-// GoString redact them so they cannot leak through a log or %v.
+// Secrets are a session's credentials, returned once by Create. String,
+// GoString, Format (every fmt verb) and MarshalJSON (so also zap.Any and
+// encoding/json) redact them so they cannot leak through a log, an error or
+// a response; read the fields to use them.
 type Secrets struct {
 	// ProxySecret is the password of the session's proxy URL
 	// (http://<id>:<secret>@<proxy>).
@@ -96,6 +100,13 @@ func (Secrets) String() string { return "session.Secrets{[REDACTED]}" }
 
 // GoString redacts the secrets.
 func (s Secrets) GoString() string { return s.String() }
+
+// Format redacts the secrets under every verb: without it, verbs such as %d
+// or %t would print the fields.
+func (s Secrets) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.String()) }
+
+// MarshalJSON redacts the secrets.
+func (Secrets) MarshalJSON() ([]byte, error) { return []byte(`"[REDACTED]"`), nil }
 
 // EndReason says why a session ended.
 type EndReason string
@@ -163,11 +174,12 @@ func resolveScope(snap *policy.Snapshot, requested []string) ([]string, error) {
 		// session intercepts nothing, which passthrough-only sandboxes use).
 		return available, nil
 	}
-	var fqns, unknown []string
+	var fqns, unknown, quoted []string
 	for _, f := range requested {
 		f = strings.TrimSpace(f)
 		if _, ok := snap.Connector(f); !ok {
-			unknown = append(unknown, fmt.Sprintf("%q", f))
+			unknown = append(unknown, f)
+			quoted = append(quoted, strconv.Quote(f))
 			continue
 		}
 		fqns = append(fqns, f)
@@ -177,19 +189,11 @@ func resolveScope(snap *policy.Snapshot, requested []string) ([]string, error) {
 		if len(available) > 0 {
 			avail = "installed: " + strings.Join(available, ", ")
 		}
-		return nil, &UnknownConnectorsError{Unknown: unknownNames(unknown), Available: available,
-			msg: fmt.Sprintf("creating a session: unknown connector %s (%s)", strings.Join(unknown, ", "), avail)}
+		return nil, &UnknownConnectorsError{Unknown: unknown, Available: available,
+			msg: fmt.Sprintf("creating a session: unknown connector %s (%s)", strings.Join(quoted, ", "), avail)}
 	}
 	slices.Sort(fqns)
 	return slices.Compact(fqns), nil
-}
-
-func unknownNames(quoted []string) []string {
-	out := make([]string, len(quoted))
-	for i, q := range quoted {
-		out[i] = strings.Trim(q, `"`)
-	}
-	return out
 }
 
 // UnknownConnectorsError is returned by Create when a requested connector is
