@@ -156,8 +156,8 @@ const (
 	defaultAuthFormat   = "Bearer " + secretPlaceholder
 )
 
-// header returns the header name and value format, or query != "" for query
-// placement. basic returns Authorization with an empty format.
+// placement returns the header name and value format, or query != "" for
+// query placement. basic returns Authorization with an empty format.
 func (b Binding) placement() (header, format, query string) {
 	if b.Kind == KindBasic {
 		return headerAuthorization, "", ""

@@ -138,7 +138,11 @@ func (r *refresher) Token() (*oauth2.Token, error) {
 		Endpoint:     oauth2.Endpoint{TokenURL: r.tokenURL, AuthStyle: oauth2.AuthStyleAutoDetect},
 		Scopes:       r.scopes,
 	}
-	hctx := context.WithValue(context.Background(), oauth2.HTTPClient, r.client)
+	// Bounded even when the caller's client has no timeout: a hung refresh
+	// would hold the token source's lock, and every request of this
+	// credential would wait on it.
+	hctx, hcancel := context.WithTimeout(context.WithValue(context.Background(), oauth2.HTTPClient, r.client), DefaultTokenTimeout)
+	defer hcancel()
 	tok, err := conf.TokenSource(hctx, &oauth2.Token{RefreshToken: use.Reveal()}).Token()
 	if err != nil {
 		return nil, r.explain(err, rt, use, cs)

@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -20,8 +20,8 @@ import (
 const (
 	DefaultExecTimeout  = 10 * time.Second
 	DefaultExecCacheTTL = 30 * time.Second
-	// DefaultTokenTimeout bounds a token-endpoint call when
-	// ResolverConfig.HTTPClient is nil.
+	// DefaultTokenTimeout bounds every token-endpoint call, whatever
+	// ResolverConfig.HTTPClient's own timeout.
 	DefaultTokenTimeout = 30 * time.Second
 )
 
@@ -45,7 +45,7 @@ type ResolverConfig struct {
 	// means DefaultExecCacheTTL, negative disables the cache.
 	ExecCacheTTL time.Duration
 	// HTTPClient reaches OAuth2 token endpoints; nil means a client with
-	// DefaultTokenTimeout and the system roots.
+	// the system roots. Each call is bounded by DefaultTokenTimeout.
 	HTTPClient *http.Client
 	// Now is the clock for the exec cache; nil means time.Now. (OAuth2
 	// expiry uses the x/oauth2 clock, which is the wall clock.)
@@ -171,9 +171,15 @@ type Injector struct {
 	secret *sourceReader // nil for OAuth2 refresh bindings
 	oauth  *oauthSource  // nil otherwise
 
-	mu        sync.Mutex
-	scrubFor  Value
-	scrubbers *Scrubber
+	// scrub is the Scrubber of the secret last applied; read without a lock
+	// on every Apply.
+	scrub atomic.Pointer[scrubEntry]
+}
+
+// scrubEntry pairs a secret with the Scrubber built for it.
+type scrubEntry struct {
+	v Value
+	s *Scrubber
 }
 
 func newInjector(b Binding, d *deps) *Injector {
@@ -257,8 +263,7 @@ func (i *Injector) Apply(ctx context.Context, out *http.Request) (*Scrubber, err
 	switch {
 	case i.b.Kind == KindBasic:
 		token := base64.StdEncoding.EncodeToString([]byte(i.b.Username + ":" + secret))
-		out.Header.Del(headerAuthorization)
-		out.Header.Set(headerAuthorization, "Basic "+token)
+		out.Header.Set(headerAuthorization, "Basic "+token) // Set replaces every value
 	case i.query != "":
 		out.URL.RawQuery = setQueryParam(out.URL.RawQuery, i.query, secret)
 		out.URL.ForceQuery = false
@@ -267,7 +272,6 @@ func (i *Injector) Apply(ctx context.Context, out *http.Request) (*Scrubber, err
 		if !httpguts.ValidHeaderFieldValue(val) {
 			return nil, i.fail(reasonf("the secret from %s contains characters not allowed in a header value", i.b.DescribeSource()))
 		}
-		out.Header.Del(i.header)
 		out.Header.Set(i.header, val)
 	}
 	s, err := i.scrubber(v)
@@ -278,12 +282,11 @@ func (i *Injector) Apply(ctx context.Context, out *http.Request) (*Scrubber, err
 }
 
 // scrubber returns the Scrubber for v, rebuilding it only when the secret
-// changed since the last Apply.
+// changed since the last Apply. Concurrent Applies that see a new secret may
+// each build one; the last stored wins, and every one is correct for v.
 func (i *Injector) scrubber(v Value) (*Scrubber, error) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.scrubbers != nil && i.scrubFor.Equal(v) {
-		return i.scrubbers, nil
+	if e := i.scrub.Load(); e != nil && e.v.Equal(v) {
+		return e.s, nil
 	}
 	secret := v.Reveal()
 	vals := []Value{v}
@@ -300,7 +303,7 @@ func (i *Injector) scrubber(v Value) (*Scrubber, error) {
 	if err != nil {
 		return nil, reasonf("preparing the response scrubber: %s", err.Error())
 	}
-	i.scrubFor, i.scrubbers = v, s
+	i.scrub.Store(&scrubEntry{v: v, s: s})
 	return s, nil
 }
 

@@ -54,7 +54,8 @@ func (s *sourceReader) read(ctx context.Context) (Value, error) {
 	var err error
 	switch s.src.Type {
 	case SourceStored:
-		v = s.src.Value
+		// Checked once, by Binding.Validate in NewResolver.
+		return s.src.Value, nil
 	case SourceEnv:
 		raw := s.deps.getenv(s.src.Ref)
 		if raw == "" {
@@ -105,18 +106,30 @@ func pathErrText(err error) string {
 // trimNewline removes trailing line breaks, as shells and editors add them.
 func trimNewline(s string) string { return strings.TrimRight(s, "\r\n") }
 
+// cachedExec returns the command output cached within the TTL.
+func (s *sourceReader) cachedExec() (Value, bool) {
+	ttl := s.deps.execCacheTTL
+	if ttl <= 0 {
+		return Value{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cached.IsZero() || s.deps.now().Sub(s.cachedAt) >= ttl {
+		return Value{}, false
+	}
+	return s.cached, true
+}
+
 func (s *sourceReader) readExec(ctx context.Context) (Value, error) {
 	ttl := s.deps.execCacheTTL
-	if ttl > 0 {
-		s.mu.Lock()
-		if !s.cached.IsZero() && s.deps.now().Sub(s.cachedAt) < ttl {
-			v := s.cached
-			s.mu.Unlock()
-			return v, nil
-		}
-		s.mu.Unlock()
+	if v, ok := s.cachedExec(); ok {
+		return v, nil
 	}
 	ch := s.group.DoChan("exec", func() (any, error) {
+		// A run that finished after the check above has filled the cache.
+		if v, ok := s.cachedExec(); ok {
+			return v, nil
+		}
 		// Detached from the first caller, so its cancellation does not fail
 		// the callers sharing this run; bounded by ExecTimeout.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.deps.execTimeout)

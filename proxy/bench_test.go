@@ -45,17 +45,48 @@ func benchGet(b *testing.B, c *http.Client, url string) {
 	}
 }
 
+// benchSerial warms c with one GET of url, then times one GET per iteration.
+func benchSerial(b *testing.B, c *http.Client, url string) {
+	benchGet(b, c, url)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		benchGet(b, c, url)
+	}
+}
+
+// benchStreams warms c with one GET of url, then times one GET per
+// iteration, issued by 64 concurrent workers sharing c.
+func benchStreams(b *testing.B, c *http.Client, url string) {
+	benchGet(b, c, url)
+	const streams = 64
+	b.ReportAllocs()
+	b.ResetTimer()
+	work := make(chan struct{})
+	var wg sync.WaitGroup
+	for range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				benchGet(b, c, url)
+			}
+		}()
+	}
+	// b.N, not b.Loop: the timer must run until the last request finishes,
+	// and b.Loop stops it as soon as the last one is handed out.
+	for range b.N {
+		work <- struct{}{}
+	}
+	close(work)
+	wg.Wait()
+}
+
 // BenchmarkWarmTunnelRequest: a small credentialed GET on a kept-alive
 // HTTP/1.1 tunnel (policy, injection, scrubbing, audit and log on).
 func BenchmarkWarmTunnelRequest(b *testing.B) {
 	e := benchEnv(b)
-	c := e.client(false)
-	benchGet(b, c, "https://api.example.test/user")
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		benchGet(b, c, "https://api.example.test/user")
-	}
+	benchSerial(b, e.client(false), "https://api.example.test/user")
 }
 
 // BenchmarkNewTunnelPerRequest: CONNECT, proxy auth, client TLS handshake
@@ -69,40 +100,14 @@ func BenchmarkNewTunnelPerRequest(b *testing.B) {
 		DisableKeepAlives: true,
 		TLSNextProto:      map[string]func(string, *tls.Conn) http.RoundTripper{},
 	}
-	c := &http.Client{Transport: tr}
-	benchGet(b, c, "https://api.example.test/user")
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		benchGet(b, c, "https://api.example.test/user")
-	}
+	benchSerial(b, &http.Client{Transport: tr}, "https://api.example.test/user")
 }
 
 // BenchmarkHTTP2Streams: 64 concurrent streams on one HTTP/2 tunnel, each
 // decided and forwarded on its own.
 func BenchmarkHTTP2Streams(b *testing.B) {
 	e := benchEnv(b)
-	c := e.client(true)
-	benchGet(b, c, "https://h2.example.test/user")
-	const streams = 64
-	b.ReportAllocs()
-	b.ResetTimer()
-	work := make(chan struct{})
-	var wg sync.WaitGroup
-	for range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range work {
-				benchGet(b, c, "https://h2.example.test/user")
-			}
-		}()
-	}
-	for b.Loop() {
-		work <- struct{}{}
-	}
-	close(work)
-	wg.Wait()
+	benchStreams(b, e.client(true), "https://h2.example.test/user")
 	if n := e.accepts.Load(); n != 1 {
 		b.Errorf("%d proxy connections, want 1", n)
 	}
@@ -126,50 +131,15 @@ func directClient(e *env, h2, keepAlive bool) *http.Client {
 
 func BenchmarkDirectWarmRequest(b *testing.B) {
 	e := benchEnv(b)
-	c := directClient(e, false, true)
-	url := "https://" + addrOf(e.up1) + "/user"
-	benchGet(b, c, url)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		benchGet(b, c, url)
-	}
+	benchSerial(b, directClient(e, false, true), "https://"+addrOf(e.up1)+"/user")
 }
 
 func BenchmarkDirectNewConnPerRequest(b *testing.B) {
 	e := benchEnv(b)
-	c := directClient(e, false, false)
-	url := "https://" + addrOf(e.up1) + "/user"
-	benchGet(b, c, url)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		benchGet(b, c, url)
-	}
+	benchSerial(b, directClient(e, false, false), "https://"+addrOf(e.up1)+"/user")
 }
 
 func BenchmarkDirectHTTP2Streams(b *testing.B) {
 	e := benchEnv(b)
-	c := directClient(e, true, true)
-	url := "https://" + addrOf(e.up2) + "/user"
-	benchGet(b, c, url)
-	const streams = 64
-	b.ReportAllocs()
-	b.ResetTimer()
-	work := make(chan struct{})
-	var wg sync.WaitGroup
-	for range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range work {
-				benchGet(b, c, url)
-			}
-		}()
-	}
-	for b.Loop() {
-		work <- struct{}{}
-	}
-	close(work)
-	wg.Wait()
+	benchStreams(b, directClient(e, true, true), "https://"+addrOf(e.up2)+"/user")
 }

@@ -52,6 +52,9 @@ type tunnel struct {
 	// client and upstream are set under s.mu; upstream only for passthrough.
 	client   net.Conn
 	upstream net.Conn
+	// closed is set under s.mu by closeTunnels, so a tunnel closed before
+	// hijackConnect set client is closed there instead of being served.
+	closed bool
 
 	releaseOnce sync.Once
 }
@@ -330,8 +333,13 @@ func (s *Server) hijackConnect(req *http.Request, client net.Conn, _ *goproxy.Pr
 	tc := &tunnelConn{Conn: client, t: t}
 	s.mu.Lock()
 	t.client = tc
+	closed := t.closed // CloseSession or Shutdown ran since handleConnect
 	s.mu.Unlock()
-	if _, err := io.WriteString(client, connectEstablishedMsg); err != nil {
+	err := net.ErrClosed
+	if !closed {
+		_, err = io.WriteString(client, connectEstablishedMsg)
+	}
+	if err != nil {
 		if t.upstream != nil {
 			_ = t.upstream.Close()
 		}

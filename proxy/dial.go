@@ -25,7 +25,8 @@ var refusedPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("198.18.0.0/15"),      // benchmarking
 	netip.MustParsePrefix("224.0.0.0/4"),        // multicast
 	netip.MustParsePrefix("240.0.0.0/4"),        // reserved, broadcast
-	netip.MustParsePrefix("::/128"),             // unspecified
+	netip.MustParsePrefix("::/96"),              // unspecified, loopback, IPv4-compatible (deprecated)
+	netip.MustParsePrefix("64:ff9b:1::/48"),     // local-use NAT64 (RFC 8215): may translate to private IPv4
 	netip.MustParsePrefix("::1/128"),            // loopback
 	netip.MustParsePrefix("fc00::/7"),           // ULA, incl. fd00:ec2::254 metadata
 	netip.MustParsePrefix("fe80::/10"),          // link-local

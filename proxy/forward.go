@@ -96,6 +96,9 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 	src := io.Reader(resp.Body)
 	decoded := false
 	if scrub != nil {
+		// Scrub first: every header value, Content-Encoding included, may
+		// echo the secret, and the refusal below quotes Content-Encoding.
+		scrub.Header(resp.Header)
 		rc, ok, err := identityBody(resp)
 		if err != nil || !ok {
 			s.upstreamFailed(w, x, http.StatusBadGateway, codeUpstreamEncoding,
@@ -106,7 +109,6 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 		if decoded {
 			defer rc.Close()
 		}
-		scrub.Header(resp.Header)
 		if !decoded && r.Method != http.MethodHead && resp.ContentLength >= 0 && resp.ContentLength <= smallBodyMax {
 			s.writeSmallScrubbed(w, x, resp, scrub, reason)
 			return
@@ -114,9 +116,7 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 		src = scrub.Reader(rc)
 	}
 
-	writeResponseHeader(w, resp, decoded)
-	w.Header().Set(headerAuditID, id)
-	w.WriteHeader(resp.StatusCode)
+	writeResponseHeader(w, resp, decoded, id)
 	length := resp.ContentLength
 	if decoded {
 		length = -1
@@ -127,18 +127,29 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 	}
 	x.ev.BytesOut = n
 	x.ev.Status = resp.StatusCode
-	if cerr != nil {
-		x.ev.Reason = "stream_aborted"
-		s.record(x, zapcore.WarnLevel, "request proxied, stream aborted")
+	s.finishProxied(w, x, resp, scrub, reason, "request proxied", cerr)
+}
+
+// reasonStreamAborted replaces the reason of an allowed exchange whose
+// response body could not be passed on whole.
+const reasonStreamAborted = "stream_aborted"
+
+// finishProxied records an exchange whose response body has been passed on
+// (or not, when err is set) and counts it under reason. On err it aborts the
+// handler, so the client cannot mistake a truncated body for a whole one;
+// otherwise it sets the upstream's trailers, scrubbed.
+func (s *Server) finishProxied(w http.ResponseWriter, x *exchange, resp *http.Response, scrub *credentials.Scrubber, reason, msg string, err error) {
+	if err != nil {
+		x.ev.Reason = reasonStreamAborted
+		s.record(x, zapcore.WarnLevel, msg+", stream aborted")
 		s.metrics.decision(true, reason)
-		// Abort so the client cannot mistake a truncated body for a whole one.
 		panic(http.ErrAbortHandler)
 	}
 	if len(resp.Trailer) > 0 {
 		scrub.Header(resp.Trailer)
 		writeTrailers(w, resp)
 	}
-	s.record(x, zapcore.InfoLevel, "request proxied")
+	s.record(x, zapcore.InfoLevel, msg)
 	s.metrics.decision(true, reason)
 }
 
@@ -162,26 +173,15 @@ func (s *Server) writeSmallScrubbed(w http.ResponseWriter, x *exchange, resp *ht
 		return
 	}
 	masked := scrub.Bytes(body)
-	writeResponseHeader(w, resp, false)
-	w.Header().Set(headerAuditID, x.ev.AuditID)
-	w.WriteHeader(resp.StatusCode)
+	writeResponseHeader(w, resp, false, x.ev.AuditID)
 	wn, werr := w.Write(masked)
 	x.ev.BytesOut = int64(wn)
-	if werr != nil {
-		x.ev.Reason = "stream_aborted"
-		s.record(x, zapcore.WarnLevel, "request proxied, stream aborted")
-		s.metrics.decision(true, reason)
-		panic(http.ErrAbortHandler)
+	if werr == nil {
+		// Read to EOF: the transport then reuses the connection, and
+		// trailers (which follow the body) are filled in.
+		_, _ = io.Copy(io.Discard, resp.Body)
 	}
-	// Read to EOF: the transport then reuses the connection, and trailers
-	// (which follow the body) are filled in.
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if len(resp.Trailer) > 0 {
-		scrub.Header(resp.Trailer)
-		writeTrailers(w, resp)
-	}
-	s.record(x, zapcore.InfoLevel, "request proxied")
-	s.metrics.decision(true, reason)
+	s.finishProxied(w, x, resp, scrub, reason, "request proxied", werr)
 }
 
 // upstreamFailed answers a request the proxy allowed but could not complete.
@@ -248,26 +248,19 @@ func stripHeader(h http.Header, dropAuth bool) {
 	}
 }
 
-// writeResponseHeader copies the upstream's headers to w, dropping hop-by-hop
-// and X-Aileron-* headers, and announces trailers.
-func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded bool) {
-	dst := w.Header()
-	var listed []string
-	for _, v := range resp.Header["Connection"] {
-		for f := range strings.SplitSeq(v, ",") {
-			if f = textproto.TrimString(f); f != "" {
-				listed = append(listed, textproto.CanonicalMIMEHeaderKey(f))
-			}
-		}
+// writeResponseHeader sends the upstream's status and headers to w: without
+// hop-by-hop, Proxy-* and X-Aileron-* headers (stripHeader, which edits
+// resp.Header in place), without Content-Encoding and Content-Length when the
+// body was decoded, with its trailers announced and with auditID.
+func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded bool, auditID string) {
+	stripHeader(resp.Header, false)
+	delete(resp.Header, "Te") // a request header; stripHeader keeps "Te: trailers"
+	if decoded {
+		delete(resp.Header, "Content-Encoding")
+		delete(resp.Header, "Content-Length")
 	}
+	dst := w.Header()
 	for k, vv := range resp.Header {
-		if hopHeaders[k] || strings.HasPrefix(k, "Proxy-") || strings.HasPrefix(k, aileronHeaderPrefix) ||
-			(len(listed) > 0 && containsString(listed, k)) {
-			continue
-		}
-		if decoded && (k == "Content-Encoding" || k == "Content-Length") {
-			continue
-		}
 		dst[k] = vv
 	}
 	if len(resp.Trailer) > 0 {
@@ -277,6 +270,8 @@ func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded boo
 		}
 		dst["Trailer"] = []string{strings.Join(keys, ", ")}
 	}
+	dst.Set(headerAuditID, auditID)
+	w.WriteHeader(resp.StatusCode)
 }
 
 // writeTrailers sets the upstream's trailers after the body; announced keys
@@ -359,15 +354,6 @@ func hasToken(values []string, token string) bool {
 			if strings.EqualFold(textproto.TrimString(f), token) {
 				return true
 			}
-		}
-	}
-	return false
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
 		}
 	}
 	return false

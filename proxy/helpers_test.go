@@ -561,7 +561,8 @@ func (e *env) assertNoSecretLeaked() {
 	}
 }
 
-// gauge reads a gauge or counter value from the registry.
+// metric reads a gauge or counter value, or a histogram's sample count, from
+// the registry.
 func (e *env) metric(t testing.TB, name string, labels map[string]string) float64 {
 	t.Helper()
 	mfs, err := e.reg.Gather()

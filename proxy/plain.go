@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
 )
@@ -80,22 +79,11 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	writeResponseHeader(w, resp, false)
-	w.Header().Set(headerAuditID, x.ev.AuditID)
-	w.WriteHeader(resp.StatusCode)
+	writeResponseHeader(w, resp, false, x.ev.AuditID)
 	n, cerr := s.copyBody(w, resp.Body, resp.ContentLength)
 	if body != nil {
 		x.ev.BytesIn = body.n.Load()
 	}
 	x.ev.BytesOut, x.ev.Status = n, resp.StatusCode
-	if cerr != nil {
-		x.ev.Reason = "stream_aborted"
-		s.record(x, zapcore.WarnLevel, "plain request passed through, stream aborted")
-		panic(http.ErrAbortHandler)
-	}
-	if len(resp.Trailer) > 0 {
-		writeTrailers(w, resp)
-	}
-	s.record(x, zapcore.InfoLevel, "plain request passed through")
-	s.metrics.decision(true, modePassthrough)
+	s.finishProxied(w, x, resp, nil, modePassthrough, "plain request passed through", cerr)
 }

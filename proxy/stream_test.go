@@ -113,17 +113,30 @@ func TestHeadKeepsContentLengthWithoutBody(t *testing.T) {
 
 func TestUnknownEncodingOnCredentialedOperationIsRefused(t *testing.T) {
 	e := newEnv(t)
-	e.handlers.Store("/echo", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Encoding", "br")
-		_, _ = w.Write([]byte("opaque"))
-	}))
-	resp, err := e.client(false).Get("https://api.example.test/echo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := readAll(t, resp)
-	if resp.StatusCode != http.StatusBadGateway || errorOf(t, body).Code != codeUpstreamEncoding {
-		t.Fatalf("status %d body %s", resp.StatusCode, body)
+	c := e.client(false)
+	// The refusal quotes Content-Encoding, so one that echoes the injected
+	// credential must reach the client scrubbed.
+	for _, echo := range []bool{false, true} {
+		e.handlers.Store("/echo", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ce := "br"
+			if echo {
+				ce = "x-" + r.Header.Get("Authorization")
+			}
+			w.Header().Set("Content-Encoding", ce)
+			_, _ = w.Write([]byte("opaque"))
+		}))
+		resp, err := c.Get("https://api.example.test/echo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(t, resp)
+		if resp.StatusCode != http.StatusBadGateway || errorOf(t, body).Code != codeUpstreamEncoding {
+			t.Fatalf("echo %v: status %d body %s", echo, resp.StatusCode, body)
+		}
+		if strings.Contains(string(body), testToken) {
+			t.Errorf("the refusal carries the injected credential: %s", body)
+		}
+		e.expectSeen(t)
 	}
 }
 
@@ -338,7 +351,7 @@ func TestUpstreamFailures(t *testing.T) {
 }
 
 func TestApprovalHoldsTheRequest(t *testing.T) {
-	e := newEnv(t, func(c *Config) {})
+	e := newEnv(t)
 	c := e.client(false)
 	for _, tc := range []struct {
 		outcome ApprovalOutcome

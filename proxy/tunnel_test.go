@@ -280,6 +280,9 @@ func TestHTTP2StreamsAreDecidedOneByOne(t *testing.T) {
 	if got := e.accepts.Load(); got != 1 {
 		t.Errorf("proxy accepted %d connections, want 1 HTTP/2 connection", got)
 	}
+	if reused != n {
+		t.Errorf("%d of %d streams reused the warm connection, want all", reused, n)
+	}
 	if got := e.metric(t, "aileron_proxy_decisions_total", map[string]string{"result": "deny", "reason": codeOperationNotAllowed}); got != n/2 {
 		t.Errorf("deny decisions = %v, want %d", got, n/2)
 	}
