@@ -26,6 +26,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
@@ -43,18 +44,18 @@ const (
 	HeaderSessionID = "X-Aileron-Session-Id"
 	// HeaderInternal carries Config.ProxyInternalKey to the proxy, which
 	// honours HeaderSource and HeaderAuditArgs only when it matches.
-	HeaderInternal = "X-Aileron-Internal"
+	HeaderInternal = proxy.HeaderInternal
 	// HeaderSource names the API endpoint a proxied request came from.
-	HeaderSource = "X-Aileron-Source"
+	HeaderSource = proxy.HeaderSource
 	// HeaderAuditArgs is base64url(JSON object) of the args the operation's
 	// args.<input> audit fields name, keyed by input name; the proxy
 	// evaluates (and redacts) the audit fields.
-	HeaderAuditArgs = "X-Aileron-Audit-Args"
+	HeaderAuditArgs = proxy.HeaderAuditArgs
 	// HeaderDecision is set by the proxy on responses it originates.
-	HeaderDecision = "X-Aileron-Decision"
+	HeaderDecision = proxy.HeaderDecision
 	// HeaderAuditID is set by the proxy to the audit_id of its event, and
 	// by the API on every 200 reply of the run and request endpoints.
-	HeaderAuditID = "X-Aileron-Audit-Id"
+	HeaderAuditID = proxy.HeaderAuditID
 	// HeaderUpstreamStatus is set on every 200 reply of the run and
 	// request endpoints to the upstream's status code, so a client that
 	// cannot parse JSON (a POSIX sh shim) still learns it.
@@ -69,8 +70,8 @@ const (
 
 // Values of HeaderSource.
 const (
-	SourceRunEndpoint  = "run_endpoint"
-	SourceSandboxProxy = "sandbox_proxy"
+	SourceRunEndpoint  = proxy.SourceRunEndpoint
+	SourceSandboxProxy = proxy.SourceSandboxProxy
 )
 
 // Config holds the API server's dependencies. Fields marked required make

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/aileron-dev/aileron-proxy/shims"
 )
 
 // TestRunShimProtocol covers what POSIX sh shims rely on: the upstream
@@ -46,5 +48,21 @@ func TestEndSessionWithExitCode(t *testing.T) {
 	}
 	if _, err := h.reg.Lookup(cs.ID); err == nil {
 		t.Error("the session is still live after DELETE")
+	}
+}
+
+// TestShimProtocolNamesMatch keeps the names the generated sh shims send and
+// read (shims cannot import api) equal to the API's.
+func TestShimProtocolNamesMatch(t *testing.T) {
+	for _, p := range [][2]string{
+		{shims.HeaderOutput, HeaderOutput},
+		{shims.OutputBody, OutputBody},
+		{shims.HeaderUpstreamStatus, HeaderUpstreamStatus},
+		{shims.HeaderAuditID, HeaderAuditID},
+		{shims.HeaderSessionID, HeaderSessionID},
+	} {
+		if p[0] != p[1] {
+			t.Errorf("shims uses %q where the API uses %q", p[0], p[1])
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
@@ -238,7 +239,7 @@ func (s *Server) forward(c echo.Context, ob outbound) error {
 	}
 	defer resp.Body.Close()
 
-	if d := resp.Header.Get(HeaderDecision); d != "" && d != decisionAllowed {
+	if d := resp.Header.Get(HeaderDecision); d != "" && d != proxy.DecisionAllowed {
 		s.metrics.proxied.WithLabelValues(ob.source, "denied").Inc()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return proxyRefusal(resp.StatusCode, body)
@@ -275,10 +276,6 @@ func (s *Server) forward(c echo.Context, ob outbound) error {
 	return c.JSON(http.StatusOK, envelopeOf(resp, body))
 }
 
-// decisionAllowed is the HeaderDecision value the proxy may put on
-// forwarded upstream responses.
-const decisionAllowed = "allowed"
-
 // proxyCodeUnreachable is the proxy's error code for an upstream it could
 // not reach or that failed before answering.
 const proxyCodeUnreachable = "upstream_unreachable"
@@ -287,7 +284,7 @@ const proxyCodeUnreachable = "upstream_unreachable"
 // upstream_unreachable: the upstream failed before sending a response byte.
 // It peeks at the (small, proxy-written) body and puts it back.
 func isUpstreamConnectFailure(resp *http.Response) bool {
-	if d := resp.Header.Get(HeaderDecision); resp.StatusCode != http.StatusBadGateway || d == "" || d == decisionAllowed {
+	if d := resp.Header.Get(HeaderDecision); resp.StatusCode != http.StatusBadGateway || d == "" || d == proxy.DecisionAllowed {
 		return false
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

@@ -6,22 +6,38 @@ import (
 	"strconv"
 )
 
-// Header names the proxy reads or writes.
+// The contract between the control API and the proxy: the API proves
+// itself with HeaderInternal (Config.InternalKey) and may then name its
+// endpoint in HeaderSource and pass HeaderAuditArgs; the proxy answers with
+// HeaderDecision and HeaderAuditID. Package api uses these names.
 const (
-	headerDecision        = "X-Aileron-Decision"
-	headerAuditID         = "X-Aileron-Audit-Id"
-	headerInternal        = "X-Aileron-Internal"
-	headerSource          = "X-Aileron-Source"
-	headerAuditArgs       = "X-Aileron-Audit-Args"
+	HeaderDecision     = "X-Aileron-Decision"
+	HeaderAuditID      = "X-Aileron-Audit-Id"
+	HeaderInternal     = "X-Aileron-Internal"
+	HeaderSource       = "X-Aileron-Source"
+	HeaderAuditArgs    = "X-Aileron-Audit-Args"
+	SourceRunEndpoint  = "run_endpoint"
+	SourceSandboxProxy = "sandbox_proxy"
+	DecisionDenied     = "denied"
+	DecisionAllowed    = "allowed"
+)
+
+// Header names and values the proxy reads or writes.
+const (
+	headerDecision        = HeaderDecision
+	headerAuditID         = HeaderAuditID
+	headerInternal        = HeaderInternal
+	headerSource          = HeaderSource
+	headerAuditArgs       = HeaderAuditArgs
 	headerProxyAuthorize  = "Proxy-Authorization"
 	headerProxyAuthentic  = "Proxy-Authenticate"
 	aileronHeaderPrefix   = "X-Aileron-"
 	proxyAuthRealm        = `Basic realm="aileron-proxy"`
 	sourceProxy           = "proxy"
-	sourceRunEndpoint     = "run_endpoint"
-	sourceSandboxProxy    = "sandbox_proxy"
-	decisionDenied        = "denied"
-	decisionAllowed       = "allowed"
+	sourceRunEndpoint     = SourceRunEndpoint
+	sourceSandboxProxy    = SourceSandboxProxy
+	decisionDenied        = DecisionDenied
+	decisionAllowed       = DecisionAllowed
 	decisionError         = "error"
 	contentTypeJSON       = "application/json"
 	connectEstablishedMsg = "HTTP/1.1 200 Connection established\r\n\r\n"
