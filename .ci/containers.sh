@@ -23,7 +23,10 @@ BASE_REF=debian:bookworm-slim
 export DEBIAN_FRONTEND=noninteractive
 
 # --- packages -----------------------------------------------------------------
-pkgs=(docker.io podman runc debootstrap uidmap slirp4netns fuse-overlayfs iptables)
+# netavark (and its aardvark-dns) is only a Recommends of podman: without it,
+# --no-install-recommends picks the CNI plugins, whose internal networks put
+# no gateway address on the host, so launch's relays would be unreachable.
+pkgs=(docker.io podman runc netavark aardvark-dns debootstrap uidmap slirp4netns fuse-overlayfs iptables)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -57,7 +60,7 @@ else
 fi
 log "docker: server $(docker info --format '{{.ServerVersion}}'), storage $(docker info --format '{{.Driver}}'), cgroup $(docker info --format '{{.CgroupVersion}}') via $(docker info --format '{{.CgroupDriver}}'), client $(command -v docker)"
 
-# --- podman: runc and ulimits the host can grant ------------------------------
+# --- podman: runc, netavark and ulimits the host can grant --------------------
 # Podman's default nofile (1048576) exceeds what this machine lets even root
 # raise to, and runc then fails with "error setting rlimit ... operation not
 # permitted". Pin both limits to values the host grants: nofile = the hard
@@ -77,11 +80,14 @@ default_ulimits = ["nofile=$1:$1", "nproc=$2:$2"]
 
 [engine]
 runtime = "runc"
+
+[network]
+network_backend = "netavark"
 EOF
   mv "$conf.tmp" "$conf"
 }
 write_conf "$nofile" "$nproc"
-log "podman: $conf: runtime runc, nofile $nofile, nproc $nproc"
+log "podman: $conf: runtime runc, network backend netavark, nofile $nofile, nproc $nproc"
 
 # --- base layer: debootstrap once, import into both runtimes ------------------
 mirror=${AILERON_CI_MIRROR:-}
@@ -144,7 +150,9 @@ if ! podman run --rm --network none "$BASE_REF" true 2>/dev/null; then
   [ $ok = 1 ] || { podman run --rm --network none "$BASE_REF" true || true; die "podman cannot run a container from $BASE_REF (see the error above; check $conf)"; }
   log "podman: lowered nproc to $nproc"
 fi
-step_done "podman runs containers (runtime $(podman info --format '{{.Host.OCIRuntime.Name}}'), network backend $(podman info --format '{{.Host.NetworkBackend}}'))"
+backend=$(podman info --format '{{.Host.NetworkBackend}}')
+[ "$backend" = netavark ] || die "podman uses the $backend network backend, want netavark (check $conf; a machine that ran podman with CNI needs \`podman system reset\`)"
+step_done "podman runs containers (runtime $(podman info --format '{{.Host.OCIRuntime.Name}}'), network backend $backend)"
 
 # Builds run apt-get inside containers on the default bridge: check that the
 # mirror answers from there (a diagnostic: the build tests need it).

@@ -148,15 +148,9 @@ func runLoad(ctx context.Context, clients []*http.Client, u string, workers int,
 					local.h2++
 				}
 			}
+			local.latencies = lat
 			mu.Lock()
-			res.requests += local.requests
-			res.errors += local.errors
-			res.audited += local.audited
-			res.h2 += local.h2
-			if res.firstErr == nil {
-				res.firstErr = local.firstErr
-			}
-			res.latencies = append(res.latencies, lat...)
+			res.merge(local) // local.elapsed is zero: res.elapsed is set below
 			mu.Unlock()
 		}()
 	}

@@ -118,11 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if name == "" {
 			continue
 		}
-		known := false
-		for _, t := range allTargets {
-			known = known || t == name
-		}
-		if !known {
+		if !slices.Contains(allTargets, name) {
 			return o, fmt.Errorf("-targets: unknown target %q; use some of %s", name, strings.Join(allTargets, ","))
 		}
 		o.targets[name] = true

@@ -83,17 +83,8 @@ func startMitmproxy(ctx context.Context, dir string, o *origin, cleanup *cleanup
 	if err := os.WriteFile(filepath.Join(dir, "mitmdump.args"), []byte(strings.Join(args, "\n")+"\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("writing mitmdump.args: %w", err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = cleanEnv()
-	p, err := startProcess(targetMitm, cmd, filepath.Join(dir, "mitmdump.log"))
+	p, addr, err := startPeer(ctx, targetMitm, exec.Command(bin, args...), filepath.Join(dir, "mitmdump.log"), port, cleanup)
 	if err != nil {
-		return nil, err
-	}
-	cleanup.add(func() { p.stop(5 * time.Second) })
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := waitListening(wctx, p, addr); err != nil {
 		return nil, err
 	}
 	return &target{name: targetMitm, version: version, proxyURL: &url.URL{Scheme: "http", Host: addr}, roots: ca.pool(), proc: p}, nil
@@ -179,21 +170,30 @@ func startSquid(ctx context.Context, dir string, o *origin, cleanup *cleanups) (
 			return nil, fmt.Errorf("opening %s to squid's user: %w", dir, err)
 		}
 	}
-	cmd := exec.Command(bin, "-N", "-f", confPath)
-	cmd.Env = cleanEnv()
-	p, err := startProcess(targetSquid, cmd, filepath.Join(dir, "squid.stderr.log"))
+	p, addr, err := startPeer(ctx, targetSquid, exec.Command(bin, "-N", "-f", confPath), filepath.Join(dir, "squid.stderr.log"), port, cleanup)
 	if err != nil {
-		return nil, err
+		raw, _ := os.ReadFile(filepath.Join(sdir, "cache.log"))
+		return nil, fmt.Errorf("%w\ncache.log:\n%s", err, tail(string(raw), 20))
+	}
+	return &target{name: targetSquid, version: version, proxyURL: &url.URL{Scheme: "http", Host: addr}, roots: ca.pool(), proc: p}, nil
+}
+
+// startPeer starts a peer proxy with a clean environment, registers its
+// stop with cleanup and waits up to 60s until it listens on 127.0.0.1:port.
+func startPeer(ctx context.Context, name string, cmd *exec.Cmd, logPath string, port int, cleanup *cleanups) (*process, string, error) {
+	cmd.Env = cleanEnv()
+	p, err := startProcess(name, cmd, logPath)
+	if err != nil {
+		return nil, "", err
 	}
 	cleanup.add(func() { p.stop(5 * time.Second) })
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := waitListening(wctx, p, addr); err != nil {
-		raw, _ := os.ReadFile(filepath.Join(sdir, "cache.log"))
-		return nil, fmt.Errorf("%w\ncache.log:\n%s", err, tail(string(raw), 20))
+		return nil, "", err
 	}
-	return &target{name: targetSquid, version: version, proxyURL: &url.URL{Scheme: "http", Host: addr}, roots: ca.pool(), proc: p}, nil
+	return p, addr, nil
 }
 
 func chownTree(root, username string) error {
@@ -214,6 +214,7 @@ func chownTree(root, username string) error {
 	})
 }
 
+// tail returns the last lines of s.
 func tail(s string, lines int) string {
 	all := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(all) > lines {

@@ -97,11 +97,7 @@ func (p *process) logTail(lines int) string {
 	if err != nil {
 		return ""
 	}
-	all := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
+	return tail(string(raw), lines)
 }
 
 // waitListening polls addr until it accepts a connection, the process

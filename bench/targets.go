@@ -75,11 +75,13 @@ func (t *target) pid() int {
 }
 
 // cleanEnv is a child environment without the machine's global CA and proxy
-// variables, so every child trusts exactly what the harness configures.
+// variables, so every child trusts exactly what the harness configures. The
+// list is integration/harness_test.go's cleanEnv; keep the two in step.
 func cleanEnv(extra ...string) []string {
 	drop := map[string]bool{}
 	for _, k := range []string{"SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO",
 		"NODE_EXTRA_CA_CERTS", "NIX_SSL_CERT_FILE", "PIP_CERT", "AWS_CA_BUNDLE", "HTTPLIB2_CA_CERTS",
+		"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
 		"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
 		"AILERON_HOME"} {
 		drop[k] = true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -47,8 +48,9 @@ func TestRunEndpointThroughProxy(t *testing.T) {
 			t.Fatalf("run = %d %v", code, v)
 		}
 		got := e.up.last(t)
-		if got.RawQuery != "limit=1000000&q=a+b&tag=x&tag=y" && !strings.Contains(got.RawQuery, "limit=1000000") {
-			t.Errorf("upstream query = %q", got.RawQuery)
+		if q, err := url.ParseQuery(got.RawQuery); err != nil || q.Get("q") != "a b" || q.Get("limit") != "1000000" ||
+			strings.Join(q["tag"], ",") != "x,y" || len(q) != 3 {
+			t.Errorf("upstream query = %q, want q=a b, limit=1000000, tag=x and tag=y", got.RawQuery)
 		}
 		if got.Header.Get("Authorization") != "Bearer "+canary {
 			t.Errorf("upstream did not get the injected credential")

@@ -56,7 +56,8 @@ func TestMain(m *testing.M) {
 const canary = "canary-SECRET-7f3a9c1e5b"
 
 // cleanEnv is the environment for child processes: the machine's global CA
-// and proxy variables removed, so every test states the trust it means.
+// and proxy variables removed, so every test states the trust it means. The
+// bench harness (bench/targets.go) keeps the same list; keep the two in step.
 func cleanEnv(extra ...string) []string {
 	drop := map[string]bool{}
 	for _, k := range []string{"SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO",

@@ -446,7 +446,9 @@ func TestProxyPassthrough(t *testing.T) {
 		fmt.Fprintf(w, "auth=%q", r.Header.Get("Authorization"))
 	}))
 	spec := filepath.Join(t.TempDir(), "echo.json")
-	os.WriteFile(spec, []byte(testSpec), 0o644)
+	if err := os.WriteFile(spec, []byte(testSpec), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	mustCLI(t, home, "", "connector", "install", spec)
 	startServe(t, home, nil, "--passthrough", "*.example.test", "--resolve", "pass.example.test:443="+up.addr)
 	s := createSession(t, home)

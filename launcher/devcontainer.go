@@ -3,6 +3,7 @@ package launcher
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -324,7 +325,7 @@ func (p *dcParser) parseBuild(v *hujson.Value) {
 		}
 	}
 	if b.Dockerfile == "" {
-		if len(p.problems) == 0 || !hasKeyPrefix(p.problems, "build.dockerfile") {
+		if !hasKeyPrefix(p.problems, "build.dockerfile") {
 			p.addf(v, "build.dockerfile", "is required when build is set; use \"Dockerfile\" (relative to .devcontainer/) or remove build and set image")
 		}
 		return
@@ -371,7 +372,7 @@ func (p *dcParser) parseAileron(v *hujson.Value) {
 			}
 		case "mediation":
 			if s, ok := p.str(m.value, key, false); ok {
-				if !contains(acceptedMediation(), s) {
+				if !slices.Contains(acceptedMediation(), s) {
 					p.addf(m.value, key, "unsupported value %q; use one of %s", s, quoteList(acceptedMediation()))
 				} else {
 					a.Mediation = Mediation(s)
@@ -379,7 +380,7 @@ func (p *dcParser) parseAileron(v *hujson.Value) {
 			}
 		case "approval_surface":
 			if s, ok := p.str(m.value, key, false); ok {
-				if !contains(acceptedApprovalSurface(), s) {
+				if !slices.Contains(acceptedApprovalSurface(), s) {
 					p.addf(m.value, key, "unsupported value %q; use one of %s", s, quoteList(acceptedApprovalSurface()))
 				} else {
 					a.ApprovalSurface = ApprovalSurface(s)
@@ -389,15 +390,6 @@ func (p *dcParser) parseAileron(v *hujson.Value) {
 			p.addf(m.nameV, key, "unknown key; customizations.aileron accepts %s", quoteList(acceptedAileronKeys()))
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func quoteList(list []string) string {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 )
@@ -67,12 +66,7 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 		row("devcontainer", "(none)")
 	}
 	if len(p.ContainerEnv) > 0 {
-		names := make([]string, 0, len(p.ContainerEnv))
-		for k := range p.ContainerEnv {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		row("container env", strings.Join(names, " "))
+		row("container env", strings.Join(sortedKeys(p.ContainerEnv), " "))
 	}
 	row("mediation", p.Mediation.String())
 	row("approval surface", p.ApprovalSurface.String())

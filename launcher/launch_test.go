@@ -120,6 +120,7 @@ func parseProxyAuth(h string) (user, pass string, ok bool) {
 type agentRun struct {
 	argv      []string
 	env       map[string]string
+	envFile   string
 	envMode   os.FileMode
 	mounts    map[string]string // target → source (+",ro")
 	proxied   string
@@ -163,6 +164,7 @@ func inspectAgent(t *testing.T, c Command) (*agentRun, error) {
 	for i := 0; i+1 < len(c.Args); i++ {
 		switch c.Args[i] {
 		case "--env-file":
+			run.envFile = c.Args[i+1]
 			st, err := os.Stat(c.Args[i+1])
 			if err != nil {
 				return nil, err
@@ -298,6 +300,9 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 	}
 	if run.envMode != 0o600 {
 		t.Errorf("env file mode = %v, want 0600", run.envMode)
+	}
+	if _, err := os.Stat(run.envFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("env file %s, which holds the session's secrets, still exists after Launch (%v)", run.envFile, err)
 	}
 	daemonProxyPort := d.ProxyAddr[strings.LastIndex(d.ProxyAddr, ":"):]
 	apiU, _ := url.Parse(d.APIURL)

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -18,15 +17,7 @@ import (
 // host: Podman creates an internal network's bridge (and gateway address)
 // only when the first container joins it.
 func listenFreebind(addr string) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_FREEBIND, 1)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
+	lc := net.ListenConfig{Control: freebindControl}
 	return lc.Listen(context.Background(), "tcp4", addr)
 }
 

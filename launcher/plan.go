@@ -222,12 +222,7 @@ func (p *Plan) planBuild(dcDir string, b *DevContainerBuild) error {
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "context=%s\nbase=%s\n", context, p.BaseImage)
-	keys := make([]string, 0, len(b.Args))
-	for k := range b.Args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(b.Args) {
 		fmt.Fprintf(h, "arg %q=%q\n", k, b.Args[k])
 	}
 	h.Write(df)

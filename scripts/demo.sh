@@ -81,7 +81,8 @@ curl -sS -o /dev/null -w 'CONNECT answered %{http_connect}\n' --proxy "$proxy_ur
 step "audit trail ($AILERON_HOME/audit/audit.jsonl)"
 "$BIN" audit tail -n 10
 
-if grep -q "$DEMO_API_TOKEN" "$work/serve.log" "$AILERON_HOME/audit/audit.jsonl" "$work/allowed.json" "$work/denied.json"; then
+# The token goes to grep on stdin (printf is a builtin), never in an argv.
+if printf '%s\n' "$DEMO_API_TOKEN" | grep -qF -f - "$work/serve.log" "$AILERON_HOME/audit/audit.jsonl" "$work/allowed.json" "$work/denied.json"; then
   echo "the credential leaked into a log, the audit trail or a response" >&2
   exit 1
 fi
