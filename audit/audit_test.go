@@ -218,7 +218,7 @@ func TestMemory(t *testing.T) {
 // echo or servers.
 func TestImports(t *testing.T) {
 	forbidden := map[string]string{
-		"github.com/aileron-dev/aileron-proxy/": "audit depends on no other package of this module",
+		"github.com/aileron-dev/aileron-proxy/": "audit depends on no other package of this module but coalesce",
 		"go.uber.org/zap":                       "audit is pure: no logging globals",
 		"github.com/labstack/echo":              "audit is pure: no servers",
 		"net/http":                              "audit is pure: no servers, and no type that could carry headers",
@@ -240,6 +240,9 @@ func TestImports(t *testing.T) {
 		checked++
 		for _, imp := range af.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
+			if path == "github.com/aileron-dev/aileron-proxy/coalesce" {
+				continue // a leaf package batching the file's writes
+			}
 			for prefix, why := range forbidden {
 				if path == prefix || strings.HasPrefix(path, strings.TrimSuffix(prefix, "/")+"/") {
 					t.Errorf("%s imports %s: %s", f, path, why)

@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/aileron-dev/aileron-proxy/coalesce"
 )
 
 // Exit codes shared by every command; shims and launch document their own.
@@ -90,8 +92,10 @@ func (a *app) consoleLogger() *zap.Logger {
 	return zap.New(core)
 }
 
-// jsonLogger is the structured logger for serve (stderr).
-func (a *app) jsonLogger() *zap.Logger {
+// jsonLogger is the structured logger for serve: JSON lines on stderr,
+// batched (package coalesce) so a request's decision line costs it no
+// system call. stop writes what is pending; call it before returning.
+func (a *app) jsonLogger() (log *zap.Logger, stop func()) {
 	level := zapcore.InfoLevel
 	if a.verbose {
 		level = zapcore.DebugLevel
@@ -99,8 +103,9 @@ func (a *app) jsonLogger() *zap.Logger {
 	enc := zap.NewProductionEncoderConfig()
 	enc.TimeKey = "time"
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(a.stderr), level)
-	return zap.New(core)
+	out := coalesce.New(a.stderr, 0, 0)
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), out, level)
+	return zap.New(core), func() { _ = out.Close() }
 }
 
 func newRootCmd(a *app) *cobra.Command {

@@ -64,8 +64,8 @@ and timeout limits). See configs/aileron.example.jsonc.`,
 			if flags.Changed("approval-timeout") {
 				merged.ApprovalTimeout = cfg.ApprovalTimeout
 			}
-			log := a.jsonLogger()
-			defer log.Sync() //nolint:errcheck
+			log, stopLog := a.jsonLogger()
+			defer stopLog()
 			d, err := daemon.New(merged, log)
 			if err != nil {
 				return err
