@@ -82,6 +82,7 @@ type options struct {
 	out, baseline   string
 	targets         map[string]bool
 	keep            bool
+	scenarios       []string // scenario ids to run; empty runs all
 	cfg             config
 }
 
@@ -94,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", filepath.Join("bench", "results", "latest.json"), "JSON results file")
 	fs.StringVar(&o.baseline, "baseline", filepath.Join("bench", "results", "baseline.json"), "baseline results to compare ratios with (skipped when missing)")
 	targets := fs.String("targets", strings.Join(allTargets, ","), "comma-separated targets to run")
+	only := fs.String("scenarios", "", "comma-separated scenario ids to run, e.g. 1.c16,3 (default all: 1.c1,1.c16,2,3,4,5,6)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run directory (configs, logs, aileron home) and print its path")
 	fs.DurationVar(&o.cfg.duration, "duration", o.cfg.duration, "length of each timed load (scenarios 1, 2, 4)")
 	downloadMiB := fs.Int("download-mib", int(o.cfg.downloadBytes>>20), "scenario (3) body size in MiB")
@@ -122,6 +124,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("-targets: unknown target %q; use some of %s", name, strings.Join(allTargets, ","))
 		}
 		o.targets[name] = true
+	}
+	for id := range strings.SplitSeq(*only, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			o.scenarios = append(o.scenarios, id)
+		}
 	}
 	o.targets[targetDirect] = true // ratios need it
 	o.targets[targetCompare] = o.compareBin != ""
@@ -339,7 +346,10 @@ func runBench(ctx context.Context, opts options, cl *cleanups, progress io.Write
 	// (5) runs first, on proxies that have served only their warm-up: a Go
 	// proxy reuses heap freed by earlier scenarios without growing its RSS,
 	// which would understate the memory each idle tunnel holds.
-	list := scenarios(opts.cfg, o)
+	list, err := selectScenarios(scenarios(opts.cfg, o), opts.scenarios)
+	if err != nil {
+		return nil, err
+	}
 	rank := map[string]int{}
 	for i, s := range list {
 		rank[s.title] = i
@@ -449,4 +459,25 @@ func gitVersion(ctx context.Context) string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// selectScenarios keeps the scenarios whose id is in ids (all when ids is
+// empty); an unknown id is an error naming the valid ones.
+func selectScenarios(all []scenario, ids []string) ([]scenario, error) {
+	if len(ids) == 0 {
+		return all, nil
+	}
+	var valid []string
+	for _, s := range all {
+		valid = append(valid, s.id)
+	}
+	var list []scenario
+	for _, id := range ids {
+		i := slices.IndexFunc(all, func(s scenario) bool { return s.id == id })
+		if i < 0 {
+			return nil, fmt.Errorf("-scenarios: unknown scenario %q; use some of %s", id, strings.Join(valid, ","))
+		}
+		list = append(list, all[i])
+	}
+	return list, nil
 }
