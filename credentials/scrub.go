@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"sort"
@@ -111,7 +112,9 @@ func (s *Scrubber) Bytes(b []byte) []byte {
 // streams: memory is bounded by a fixed buffer, bytes are delivered as soon
 // as no secret can start at them (a partial match at the end of what has
 // arrived so far is held back until it is resolved), and matches split
-// across reads are found. Close closes rc. A nil Scrubber returns rc.
+// across reads are found. The reader also implements io.WriterTo, which
+// io.Copy uses to write from its buffer without a copy. Close closes rc. A
+// nil Scrubber returns rc.
 func (s *Scrubber) Reader(rc io.ReadCloser) io.ReadCloser {
 	if s == nil || rc == nil {
 		return rc
@@ -120,31 +123,37 @@ func (s *Scrubber) Reader(rc io.ReadCloser) io.ReadCloser {
 	if n := 4 * s.m.maxLen; n > size {
 		size = n
 	}
-	return &scrubReader{m: s.m, rc: rc, buf: make([]byte, size)}
+	return &scrubReader{m: s.m, rc: rc, buf: make([]byte, size), ad: newAdapt(s.m, adaptWindow)}
 }
 
 // matcher finds all occurrences of a fixed set of patterns. Where every
-// pattern fits in the data it uses one of two strategies, whichever its cost
-// model says is cheaper for the pattern set: a Wu-Manber scan with two-byte
-// blocks (fast for long patterns, whose skips are long), or anchored search
-// (each pattern is found through its rarest byte with SIMD bytes.IndexByte;
-// fast for short patterns). Near the end of the data it checks each position
-// directly.
+// pattern fits in the data it uses one of two strategies: anchored search
+// (each pattern is found through one of a few rare bytes with SIMD
+// bytes.IndexByte, and a hit is checked against a neighbouring byte and the
+// patterns' first four bytes), or a Wu-Manber scan with two-byte blocks,
+// whose cost depends on how far it can skip, not on byte frequencies. The
+// cost model in anchor.go picks one statically; a stream then switches as it
+// observes the actual costs (see adapt). Near the end of the data it checks
+// each position directly.
 type matcher struct {
 	pats   [][]byte
 	minLen int
 	maxLen int
-	// anchors, when set, selects the anchored strategy.
-	anchors []anchor
+	// anchors covers every pattern, or is nil when too many bytes would be
+	// needed; anchored is the static choice of the anchored strategy.
+	anchors  []anchor
+	anchored bool
 	// shift[block] is how far the window may move when the two bytes ending
 	// the minLen-long window are block.
-	shift []uint8
+	shift *[1 << 16]uint8
 	// cand[block] lists the patterns whose minLen prefix ends with block.
 	cand map[uint16][]int32
 	// byFirst[c] lists the patterns starting with byte c.
 	byFirst [256][]int32
 }
 
+// newMatcher builds a matcher for the non-empty forms, each at least four
+// bytes long (MinSecretLen; the anchored check loads four bytes).
 func newMatcher(forms []string) *matcher {
 	seen := map[string]bool{}
 	var pats [][]byte
@@ -161,7 +170,7 @@ func newMatcher(forms []string) *matcher {
 		m.maxLen = max(m.maxLen, len(p))
 	}
 	def := min(m.minLen-1, 255)
-	m.shift = make([]uint8, 1<<16)
+	m.shift = new([1 << 16]uint8)
 	for i := range m.shift {
 		m.shift[i] = uint8(def)
 	}
@@ -176,9 +185,9 @@ func newMatcher(forms []string) *matcher {
 		last := uint16(p[m.minLen-2])<<8 | uint16(p[m.minLen-1])
 		m.cand[last] = append(m.cand[last], int32(pi))
 	}
-	if anchors, cost := chooseAnchors(pats); cost < wuManberCost(m.minLen) {
-		m.anchors = anchors
-	}
+	var cost float64
+	m.anchors, cost = chooseAnchors(pats)
+	m.anchored = cost < wuManberCost(m.minLen)
 	return m
 }
 
@@ -219,27 +228,41 @@ func (k *masker) shiftBy(n int) {
 	k.end = max(k.end-n, 0)
 }
 
-// scan examines start positions from s on in buf[:end]. With final set, data
-// ends at end; otherwise scanning stops at the first position where a pattern
-// could still start with bytes not yet seen. It returns the first position
-// not examined; every byte before it is final once flushed.
-func (m *matcher) scan(buf []byte, s, end int, final bool, k *masker) int {
+// scan examines start positions from s on in buf[:end] with the strategy
+// ad selects, and reports the work to ad. With final set, data ends at end;
+// otherwise scanning stops at the first position where a pattern could still
+// start with bytes not yet seen. It returns the first position not examined;
+// every byte before it is final once flushed.
+func (m *matcher) scan(buf []byte, s, end int, final bool, k *masker, ad *adapt) int {
 	// Fast region: every pattern fits.
-	limit := end - m.maxLen
-	if m.anchors != nil {
-		if s <= limit {
-			s = m.scanAnchored(buf, s, limit, k)
+	if limit := end - m.maxLen; s <= limit {
+		if ad.anchored {
+			hits, checks := m.scanAnchored(buf, s, limit, k)
+			ad.observe(m, limit+1-s, float64(hits)*hitNS+float64(checks)*checkNS)
+			s = limit + 1
+		} else {
+			next, steps, verifies := m.scanWuManber(buf, s, limit, k)
+			ad.observe(m, limit+1-s, float64(steps)*stepNS+float64(verifies)*verifyNS)
+			s = next
 		}
-		return m.scanTail(buf, s, end, final, k)
 	}
-	ml := m.minLen
+	return m.scanTail(buf, s, end, final, k)
+}
+
+// scanWuManber examines start positions s..limit (every pattern fits) and
+// returns the first position not examined, the number of steps and the
+// number of patterns verified.
+func (m *matcher) scanWuManber(buf []byte, s, limit int, k *masker) (next, steps, verifies int) {
+	ml, shift := m.minLen, m.shift
 	for s <= limit {
+		steps++
 		blk := uint16(buf[s+ml-2])<<8 | uint16(buf[s+ml-1])
-		if sh := m.shift[blk]; sh != 0 {
+		if sh := shift[blk]; sh != 0 {
 			s += int(sh)
 			continue
 		}
 		for _, pi := range m.cand[blk] {
+			verifies++
 			p := m.pats[pi]
 			if bytes.Equal(buf[s:s+len(p)], p) {
 				k.add(buf, s, len(p))
@@ -247,7 +270,7 @@ func (m *matcher) scan(buf []byte, s, end int, final bool, k *masker) int {
 		}
 		s++
 	}
-	return m.scanTail(buf, s, end, final, k)
+	return s, steps, verifies
 }
 
 // scanTail checks each start position from s on directly.
@@ -278,7 +301,8 @@ func (m *matcher) maskAll(b []byte) bool {
 		return false
 	}
 	k := masker{}
-	m.scan(b, 0, len(b), true, &k)
+	ad := newAdapt(m, math.MaxInt)
+	m.scan(b, 0, len(b), true, &k, &ad)
 	found := k.end > 0
 	k.flush(b, len(b))
 	return found
@@ -297,6 +321,7 @@ type scrubReader struct {
 	done int
 	end  int
 	k    masker
+	ad   adapt
 	err  error // sticky error from rc, io.EOF included
 }
 
@@ -307,6 +332,51 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if err := r.fill(); err != nil {
+		return 0, err
+	}
+	n := copy(p, r.buf[r.ro:r.done])
+	r.ro += n
+	return n, nil
+}
+
+// WriteTo implements io.WriterTo: it writes the masked bytes to w straight
+// from the internal buffer, each released segment as soon as Read could
+// return it, until the body ends (returning nil) or fails, or a write
+// fails. Each Write receives a slice that is valid only during the call.
+func (r *scrubReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if err := r.fill(); err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return total, err
+		}
+		seg := r.buf[r.ro:r.done]
+		n, err := w.Write(seg)
+		if n < 0 || n > len(seg) {
+			n = 0
+			if err == nil {
+				err = errInvalidWrite
+			}
+		}
+		r.ro += n
+		total += int64(n)
+		if err == nil && n < len(seg) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+var errInvalidWrite = errors.New("scrubbing response body: invalid write result")
+
+// fill makes released bytes available (ro < done), reading from rc as
+// needed, or returns the sticky error once everything has been released.
+func (r *scrubReader) fill() error {
 	empty := 0
 	for r.ro == r.done {
 		if r.err != nil {
@@ -314,10 +384,10 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 				r.release(true)
 				continue
 			}
-			return 0, r.err
+			return r.err
 		}
 		if !r.compact() {
-			return 0, errBufferFull
+			return errBufferFull
 		}
 		n, err := r.rc.Read(r.buf[r.end:])
 		r.end += n
@@ -326,21 +396,19 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 		}
 		if n == 0 && err == nil {
 			if empty++; empty >= maxEmptyReads {
-				return 0, io.ErrNoProgress
+				return io.ErrNoProgress
 			}
 			continue
 		}
 		r.release(r.err != nil)
 	}
-	n := copy(p, r.buf[r.ro:r.done])
-	r.ro += n
-	return n, nil
+	return nil
 }
 
 // release scans the unreleased bytes and moves done forward over every
 // byte that is final.
 func (r *scrubReader) release(final bool) {
-	next := r.m.scan(r.buf, r.done, r.end, final, &r.k)
+	next := r.m.scan(r.buf, r.done, r.end, final, &r.k, &r.ad)
 	if final {
 		next = r.end
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand"
 	"net/http"
 	"net/url"
@@ -64,18 +65,35 @@ func mustScrubber(t testing.TB, secrets ...string) *Scrubber {
 	return s
 }
 
-// strategies returns sc forced to each scan strategy, so the property
-// tests cover both whatever the cost model picks.
-func strategies(t testing.TB, sc *Scrubber) map[string]*Scrubber {
+// variant is a Scrubber forced to start with one scan strategy, optionally
+// switching strategy after every scan.
+type variant struct {
+	name      string
+	sc        *Scrubber
+	alternate bool
+}
+
+// reader wraps rc as v.sc.Reader does, alternating strategies if asked.
+func (v variant) reader(rc io.ReadCloser) *scrubReader {
+	r := v.sc.Reader(rc).(*scrubReader)
+	if v.alternate {
+		r.ad.window, r.ad.margin = 1, math.Inf(1)
+	}
+	return r
+}
+
+// strategies returns sc forced to start with each scan strategy, and
+// alternating between them, so the property tests cover every strategy
+// and switches between them whatever the cost model picks.
+func strategies(t testing.TB, sc *Scrubber) []variant {
 	t.Helper()
 	wm, an := *sc.m, *sc.m
-	wm.anchors = nil
-	if an.anchors == nil {
-		an.anchors, _ = chooseAnchors(an.pats)
-	}
-	out := map[string]*Scrubber{"wu-manber": {m: &wm}}
+	wm.anchored, an.anchored = false, true
+	out := []variant{{name: "wu-manber", sc: &Scrubber{m: &wm}}}
 	if an.anchors != nil {
-		out["anchored"] = &Scrubber{m: &an}
+		out = append(out,
+			variant{name: "anchored", sc: &Scrubber{m: &an}},
+			variant{name: "alternating", sc: &Scrubber{m: &an}, alternate: true})
 	}
 	return out
 }
@@ -162,34 +180,53 @@ func TestScrubReaderMatchesReference(t *testing.T) {
 		{"s3cr3t-pass", "alice:s3cr3t-pass", "Basic YWxpY2U6czNjcjN0LXBhc3M="},
 		{"x y z"},
 	}
+	switches := 0
 	for si, secrets := range secretSets {
-		for name, sc := range strategies(t, mustScrubber(t, secrets...)) {
-			t.Run(fmt.Sprintf("%d/%s", si, name), func(t *testing.T) { checkReference(t, sc, si, secrets) })
+		for _, v := range strategies(t, mustScrubber(t, secrets...)) {
+			t.Run(fmt.Sprintf("%d/%s", si, v.name), func(t *testing.T) {
+				n := checkReference(t, v, si, secrets)
+				if v.alternate {
+					switches += n
+				}
+			})
 		}
+	}
+	if switches < 1000 {
+		t.Errorf("alternating readers switched strategy %d times, want many", switches)
 	}
 }
 
-func checkReference(t *testing.T, sc *Scrubber, si int, secrets []string) {
-	{
-		for trial := range 60 {
-			seed := int64(si*1000 + trial)
-			rng := rand.New(rand.NewSource(seed))
-			in := genInput(rng, secrets, rng.Intn(3000))
-			want := reference(in, secrets...)
-			cr := &chunkReader{data: bytes.Clone(in), rng: rng, max: 1 + rng.Intn(200)}
-			rc := sc.Reader(cr)
-			got := readAllRandom(t, rc, rng)
-			if !bytes.Equal(got, want) {
-				t.Fatalf("secrets %d seed %d: scrubbed output differs from reference\n got %q\nwant %q", si, seed, got, want)
-			}
-			if err := rc.Close(); err != nil || !cr.closed {
-				t.Fatalf("Close: err %v, underlying closed %v", err, cr.closed)
-			}
-			if got := sc.Bytes(in); !bytes.Equal(got, want) {
-				t.Fatalf("secrets %d seed %d: Bytes differs from reference", si, seed)
-			}
+// checkReference compares Read, WriteTo and Bytes with reference on random
+// inputs and returns how often the readers switched strategy.
+func checkReference(t *testing.T, v variant, si int, secrets []string) (switches int) {
+	for trial := range 60 {
+		seed := int64(si*1000 + trial)
+		rng := rand.New(rand.NewSource(seed))
+		in := genInput(rng, secrets, rng.Intn(3000))
+		want := reference(in, secrets...)
+		cr := &chunkReader{data: bytes.Clone(in), rng: rng, max: 1 + rng.Intn(200)}
+		rc := v.reader(cr)
+		got := readAllRandom(t, rc, rng)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("secrets %d seed %d: scrubbed output differs from reference\n got %q\nwant %q", si, seed, got, want)
+		}
+		if err := rc.Close(); err != nil || !cr.closed {
+			t.Fatalf("Close: err %v, underlying closed %v", err, cr.closed)
+		}
+		switches += rc.ad.switches
+
+		rc = v.reader(&chunkReader{data: bytes.Clone(in), rng: rng, max: 1 + rng.Intn(200)})
+		var out bytes.Buffer
+		if n, err := rc.WriteTo(&out); err != nil || n != int64(len(in)) || !bytes.Equal(out.Bytes(), want) {
+			t.Fatalf("secrets %d seed %d: WriteTo = %d, %v; output equal to reference: %v", si, seed, n, err, bytes.Equal(out.Bytes(), want))
+		}
+		switches += rc.ad.switches
+
+		if got := v.sc.Bytes(in); !bytes.Equal(got, want) {
+			t.Fatalf("secrets %d seed %d: Bytes differs from reference", si, seed)
 		}
 	}
+	return switches
 }
 
 // TestScrubReaderEqualsReplaceAll checks the streaming output against a
@@ -218,11 +255,11 @@ func TestScrubReaderEqualsReplaceAll(t *testing.T) {
 	for _, f := range sorted {
 		want = bytes.ReplaceAll(want, []byte(f), bytes.Repeat([]byte{'*'}, len(f)))
 	}
-	for name, sc := range strategies(t, mustScrubber(t, secret)) {
+	for _, v := range strategies(t, mustScrubber(t, secret)) {
 		for _, max := range []int{1, 2, 3, 7, 64, 4096} {
-			got := readAllRandom(t, sc.Reader(&chunkReader{data: bytes.Clone(in), rng: rng, max: max}), rng)
+			got := readAllRandom(t, v.reader(&chunkReader{data: bytes.Clone(in), rng: rng, max: max}), rng)
 			if !bytes.Equal(got, want) {
-				t.Fatalf("%s, max chunk %d: output differs from bytes.ReplaceAll", name, max)
+				t.Fatalf("%s, max chunk %d: output differs from bytes.ReplaceAll", v.name, max)
 			}
 		}
 	}
@@ -235,11 +272,17 @@ func TestScrubReaderEverySplit(t *testing.T) {
 		in := []byte("before " + form + " after")
 		want := []byte("before " + strings.Repeat("*", len(form)) + " after")
 		for split := 0; split <= len(in); split++ {
-			for name, sc := range strategies(t, mustScrubber(t, secret)) {
-				rc := sc.Reader(io.NopCloser(io.MultiReader(bytes.NewReader(in[:split]), bytes.NewReader(in[split:]))))
-				got, err := io.ReadAll(rc)
+			for _, v := range strategies(t, mustScrubber(t, secret)) {
+				src := func() io.ReadCloser {
+					return io.NopCloser(io.MultiReader(bytes.NewReader(in[:split]), bytes.NewReader(in[split:])))
+				}
+				got, err := io.ReadAll(v.reader(src()))
 				if err != nil || !bytes.Equal(got, want) {
-					t.Fatalf("%s: form %q split %d: got %q, %v; want %q", name, form, split, got, err, want)
+					t.Fatalf("%s: form %q split %d: got %q, %v; want %q", v.name, form, split, got, err, want)
+				}
+				var out bytes.Buffer
+				if _, err := v.reader(src()).WriteTo(&out); err != nil || !bytes.Equal(out.Bytes(), want) {
+					t.Fatalf("%s: form %q split %d: WriteTo wrote %q, %v; want %q", v.name, form, split, out.Bytes(), err, want)
 				}
 			}
 		}
@@ -247,33 +290,56 @@ func TestScrubReaderEverySplit(t *testing.T) {
 }
 
 // TestScrubReaderStreamsWithoutWaiting shows bytes that cannot start a
-// secret are delivered at once (SSE keeps working) while a partial match is
-// held until resolved.
+// secret are delivered at once (SSE keeps working), by Read and by WriteTo,
+// while a partial match is held until resolved.
 func TestScrubReaderStreamsWithoutWaiting(t *testing.T) {
+	for _, useWriteTo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("WriteTo=%v", useWriteTo), func(t *testing.T) { checkStreams(t, useWriteTo) })
+	}
+}
+
+// chanWriter sends a copy of every write on c.
+type chanWriter chan string
+
+func (c chanWriter) Write(p []byte) (int, error) { c <- string(p); return len(p), nil }
+
+func checkStreams(t *testing.T, useWriteTo bool) {
 	secret := "tok_abcdefgh1234"
 	pr, pw := io.Pipe()
 	rc := mustScrubber(t, secret).Reader(pr)
 	defer rc.Close()
 
+	got := make(chan string, 10)
+	copied := make(chan error, 1)
+	if useWriteTo {
+		go func() {
+			n, err := rc.(io.WriterTo).WriteTo(chanWriter(got))
+			if err == nil && n != int64(len("data: hello\n\ndata: "+secret+"\n\ndata: tok_x\n")) {
+				err = fmt.Errorf("WriteTo returned %d", n)
+			}
+			copied <- err
+		}()
+	}
 	readNow := func(want string) {
 		t.Helper()
-		got := make(chan string, 1)
-		go func() {
-			buf := make([]byte, 1024)
-			n, err := rc.Read(buf)
-			if err != nil {
-				got <- "error: " + err.Error()
-				return
-			}
-			got <- string(buf[:n])
-		}()
+		if !useWriteTo {
+			go func() {
+				buf := make([]byte, 1024)
+				n, err := rc.Read(buf)
+				if err != nil {
+					got <- "error: " + err.Error()
+					return
+				}
+				got <- string(buf[:n])
+			}()
+		}
 		select {
 		case g := <-got:
 			if g != want {
-				t.Fatalf("Read = %q, want %q", g, want)
+				t.Fatalf("got %q, want %q", g, want)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatalf("Read blocked, want %q", want)
+			t.Fatalf("blocked, want %q", want)
 		}
 	}
 	write := func(s string) {
@@ -289,8 +355,152 @@ func TestScrubReaderStreamsWithoutWaiting(t *testing.T) {
 	write("data: tok_x\n")
 	readNow("data: tok_x\n") // near miss resolved by the next bytes
 	pw.Close()
+	if useWriteTo {
+		if err := <-copied; err != nil {
+			t.Fatalf("WriteTo: %v", err)
+		}
+		if len(got) != 0 {
+			t.Fatalf("WriteTo wrote %q after the body ended", <-got)
+		}
+	}
 	if n, err := rc.Read(make([]byte, 10)); n != 0 || err != io.EOF {
 		t.Fatalf("Read at end = %d, %v; want 0, EOF", n, err)
+	}
+}
+
+// segmentWriter records each write.
+type segmentWriter struct{ segs []string }
+
+func (w *segmentWriter) Write(p []byte) (int, error) {
+	w.segs = append(w.segs, string(p))
+	return len(p), nil
+}
+
+// TestScrubReaderWriteToMatchesRead checks WriteTo writes exactly the
+// segments that Read with a large buffer returns, for the same arrivals:
+// it neither waits longer nor releases more than Read.
+func TestScrubReaderWriteToMatchesRead(t *testing.T) {
+	secrets := []string{"s3cr3t-pass", "alice:s3cr3t-pass"}
+	for _, v := range strategies(t, mustScrubber(t, secrets...)) {
+		for seed := range int64(40) {
+			in := genInput(rand.New(rand.NewSource(seed)), secrets, 5000)
+			src := func() io.ReadCloser {
+				rng := rand.New(rand.NewSource(seed))
+				return &chunkReader{data: bytes.Clone(in), rng: rng, max: 1 + rng.Intn(300)}
+			}
+			var reads []string
+			rc := v.reader(src())
+			p := make([]byte, 2*len(rc.buf))
+			for {
+				n, err := rc.Read(p)
+				if n > 0 {
+					reads = append(reads, string(p[:n]))
+				}
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			var w segmentWriter
+			if _, err := v.reader(src()).WriteTo(&w); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(w.segs) != fmt.Sprint(reads) {
+				t.Fatalf("%s seed %d: WriteTo wrote %d segments, Read returned %d\nwrites %q\nreads  %q", v.name, seed, len(w.segs), len(reads), w.segs, reads)
+			}
+			if strings.Join(reads, "") != string(reference(in, secrets...)) {
+				t.Fatalf("%s seed %d: output differs from reference", v.name, seed)
+			}
+		}
+	}
+}
+
+// failWriter accepts ok bytes in total, then returns n and err from Write.
+type failWriter struct {
+	ok   int
+	n    func(len int) int
+	err  error
+	seen []byte
+}
+
+func (w *failWriter) Write(p []byte) (int, error) {
+	if len(p) <= w.ok {
+		w.ok -= len(p)
+		w.seen = append(w.seen, p...)
+		return len(p), nil
+	}
+	n := w.n(len(p))
+	if n > 0 && n <= len(p) {
+		w.seen = append(w.seen, p[:n]...)
+	}
+	return n, w.err
+}
+
+func TestScrubReaderWriteToErrors(t *testing.T) {
+	secret := "secret-value"
+	sc := mustScrubber(t, secret)
+	body := strings.Repeat("partial secret-value body ", 4000)
+	want := strings.ReplaceAll(body, secret, strings.Repeat("*", len(secret)))
+	boom := errors.New("downstream reset")
+	newReader := func(tail io.Reader) io.ReadCloser {
+		return sc.Reader(io.NopCloser(io.MultiReader(&chunkReader{data: []byte(body), rng: rand.New(rand.NewSource(1)), max: 1000}, tail)))
+	}
+
+	// The body's error is returned after everything before it is written.
+	var out bytes.Buffer
+	n, err := newReader(&errReader{errors.New("upstream reset")}).(io.WriterTo).WriteTo(&out)
+	if err == nil || err.Error() != "upstream reset" || n != int64(len(body)) || out.String() != want {
+		t.Fatalf("WriteTo with failing body = %d, %v; output correct: %v", n, err, out.String() == want)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		n       func(int) int
+		werr    error
+		wantErr error
+	}{
+		{"write error", func(l int) int { return l / 2 }, boom, boom},
+		{"short write", func(l int) int { return l / 2 }, nil, io.ErrShortWrite},
+		{"negative count", func(int) int { return -1 }, nil, errInvalidWrite},
+		{"count beyond slice", func(l int) int { return l + 1 }, nil, errInvalidWrite},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := newReader(strings.NewReader(""))
+			// Writes within the first 5000 bytes succeed; the next one
+			// returns the result under test.
+			w := &failWriter{ok: 5000, n: tc.n, err: tc.werr}
+			n, err := rc.(io.WriterTo).WriteTo(w)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("WriteTo error = %v, want %v", err, tc.wantErr)
+			}
+			if n != int64(len(w.seen)) {
+				t.Fatalf("WriteTo = %d, writer accepted %d bytes", n, len(w.seen))
+			}
+			// Reading resumes after the bytes the writer accepted.
+			rest, err := io.ReadAll(rc)
+			if err != nil || string(w.seen)+string(rest) != want {
+				t.Fatalf("reading after WriteTo: %v; output correct: %v", err, string(w.seen)+string(rest) == want)
+			}
+		})
+	}
+
+	// Read part of the stream, then WriteTo the rest.
+	rc := newReader(strings.NewReader(""))
+	head := make([]byte, 777)
+	if _, err := io.ReadFull(rc, head); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if n, err := rc.(io.WriterTo).WriteTo(&out); err != nil || n != int64(len(body)-len(head)) || string(head)+out.String() != want {
+		t.Fatalf("WriteTo after Read = %d, %v", n, err)
+	}
+	if n, err := rc.(io.WriterTo).WriteTo(&out); n != 0 || err != nil {
+		t.Fatalf("WriteTo at end = %d, %v; want 0, nil", n, err)
+	}
+	if n, err := rc.Read(head); n != 0 || err != io.EOF {
+		t.Fatalf("Read after WriteTo = %d, %v; want 0, EOF", n, err)
 	}
 }
 
@@ -356,6 +566,133 @@ func TestNewScrubberRefusesShortSecrets(t *testing.T) {
 	}
 }
 
+// fixedReader returns data in reads of chunk bytes and counts what it has
+// delivered.
+type fixedReader struct {
+	data  []byte
+	chunk int
+	off   int
+}
+
+func (f *fixedReader) Read(p []byte) (int, error) {
+	if f.off == len(f.data) {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), f.chunk)], f.data[f.off:])
+	f.off += n
+	return n, nil
+}
+
+func (f *fixedReader) Close() error { return nil }
+
+// switchPoint is where a stream switched strategy: the body had delivered
+// off bytes, those before under the other strategy.
+type switchPoint struct {
+	off      int
+	anchored bool
+}
+
+// readSwitches reads in through sc in fixed chunks, with Read or WriteTo,
+// and returns the output and where the strategy switched.
+func readSwitches(t *testing.T, sc *Scrubber, in []byte, chunk int, useWriteTo bool) ([]byte, []switchPoint) {
+	t.Helper()
+	src := &fixedReader{data: in, chunk: chunk}
+	rc := sc.Reader(src).(*scrubReader)
+	var out bytes.Buffer
+	var pts []switchPoint
+	// Every segment is released right after a body read, so the switch a
+	// segment shows happened when the body had delivered src.off bytes.
+	note := func() {
+		if len(pts) < rc.ad.switches {
+			pts = append(pts, switchPoint{src.off, rc.ad.anchored})
+		}
+	}
+	if useWriteTo {
+		w := writerFunc(func(p []byte) (int, error) {
+			note()
+			return out.Write(p)
+		})
+		if _, err := rc.WriteTo(w); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		p := make([]byte, 2*len(rc.buf))
+		for {
+			n, err := rc.Read(p)
+			note()
+			out.Write(p[:n])
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(pts) != rc.ad.switches {
+		t.Fatalf("%d switches seen, %d made", len(pts), rc.ad.switches)
+	}
+	return out.Bytes(), pts
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestScrubReaderAdaptiveSwitch drives one stream from anchored search to
+// Wu-Manber and back, and checks secrets placed across each switch point
+// (which is also a body read boundary) are masked, with Read and WriteTo.
+func TestScrubReaderAdaptiveSwitch(t *testing.T) {
+	secret := "Qb" + strings.Repeat("c", 38)
+	sc := mustScrubber(t, secret)
+	if !sc.m.anchored {
+		t.Fatal("static choice is Wu-Manber; the test needs anchored")
+	}
+	// "QbQb..." hits the anchor of the raw form every other byte, while
+	// Wu-Manber skips nearly minLen bytes; "cccc..." holds no anchor byte
+	// and leaves Wu-Manber a candidate at every position.
+	const half = 600 << 10
+	in := append(bytes.Repeat([]byte("Qb"), half/2), '\n')
+	in = append(in, bytes.Repeat([]byte("c"), half)...)
+	const chunk = 4093
+	out, pts := readSwitches(t, sc, in, chunk, false)
+	if !bytes.Equal(out, in) {
+		t.Fatal("output differs from input, which holds no secret")
+	}
+	if len(pts) != 2 || pts[0].anchored || !pts[1].anchored || pts[0].off >= half || pts[1].off < half {
+		t.Fatalf("switch points %+v, want one to Wu-Manber before byte %d and one back to anchored after it", pts, half)
+	}
+	forms := testForms(secret)
+	for i := range pts {
+		for _, f := range []string{forms[0], forms[1], forms[3]} {
+			for _, j := range []int{1, len(f) / 2, len(f) - 1} {
+				// Place f to start j bytes before the switch point, then
+				// check it still straddles the point it moved to.
+				x := pts[i].off
+				for try := 0; ; try++ {
+					in2 := bytes.Clone(in)
+					copy(in2[x-j:], f)
+					want := reference(in2, secret)
+					var pts2 []switchPoint
+					for _, useWriteTo := range []bool{false, true} {
+						out, pts2 = readSwitches(t, sc, in2, chunk, useWriteTo)
+						if !bytes.Equal(out, want) {
+							t.Fatalf("switch %d, form %q %d bytes before it, WriteTo=%v: output differs from reference", i, f, j, useWriteTo)
+						}
+					}
+					if len(pts2) == len(pts) && x-j < pts2[i].off && pts2[i].off < x-j+len(f) {
+						break
+					}
+					if try == 3 || len(pts2) != len(pts) {
+						t.Fatalf("switch %d, form %q: could not place it across the switch point: %+v", i, f, pts2)
+					}
+					x = pts2[i].off
+				}
+			}
+		}
+	}
+}
+
 // patternSource fills reads from a repeating block without allocating.
 type patternSource struct {
 	block []byte
@@ -396,27 +733,42 @@ func jsonBlock(secret string) []byte {
 // TestScrubReaderBoundedMemory streams 64 MiB and checks the reader
 // allocates nothing per read and its buffer never grows.
 func TestScrubReaderBoundedMemory(t *testing.T) {
+	for _, useWriteTo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("WriteTo=%v", useWriteTo), func(t *testing.T) { checkBoundedMemory(t, useWriteTo) })
+	}
+}
+
+func checkBoundedMemory(t *testing.T, useWriteTo bool) {
 	secret := "ghp_0123456789abcdefghijABCDEFGHIJ012345"
 	sc := mustScrubber(t, secret, "Bearer "+secret)
 	src := &patternSource{block: jsonBlock(secret), left: 64 << 20}
 	rc := sc.Reader(src)
 	sr := rc.(*scrubReader)
 	bufCap := cap(sr.buf)
-	p := make([]byte, 32<<10)
 	var total int64
-	var ms0, ms1 runtime.MemStats
-	runtime.ReadMemStats(&ms0)
-	for {
-		n, err := rc.Read(p)
-		total += int64(n)
-		if bytes.Contains(p[:n], []byte(secret)) {
+	check := func(b []byte) {
+		total += int64(len(b))
+		if bytes.Contains(b, []byte(secret)) {
 			t.Fatal("secret passed through")
 		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
+	}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	if useWriteTo {
+		if _, err := sr.WriteTo(writerFunc(func(b []byte) (int, error) { check(b); return len(b), nil })); err != nil {
 			t.Fatal(err)
+		}
+	} else {
+		p := make([]byte, 32<<10)
+		for {
+			n, err := rc.Read(p)
+			check(p[:n])
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	runtime.ReadMemStats(&ms1)
@@ -453,16 +805,21 @@ func FuzzScrubReader(f *testing.F) {
 			in = append(in[:at], append([]byte(f), in[at:]...)...)
 		}
 		want := reference(in, secret)
-		for name, sc := range strategies(t, mustScrubber(t, secret)) {
-			got := readAllRandom(t, sc.Reader(&chunkReader{data: bytes.Clone(in), rng: rng, max: 1 + rng.Intn(100)}), rng)
+		for _, v := range strategies(t, mustScrubber(t, secret)) {
+			got := readAllRandom(t, v.reader(&chunkReader{data: bytes.Clone(in), rng: rng, max: 1 + rng.Intn(100)}), rng)
 			if !bytes.Equal(got, want) {
-				t.Fatalf("%s: output differs from reference\n got %q\nwant %q", name, got, want)
+				t.Fatalf("%s: output differs from reference\n got %q\nwant %q", v.name, got, want)
+			}
+			var out bytes.Buffer
+			n, err := v.reader(&chunkReader{data: bytes.Clone(in), rng: rng, max: 1 + rng.Intn(100)}).WriteTo(&out)
+			if err != nil || n != int64(len(in)) || !bytes.Equal(out.Bytes(), want) {
+				t.Fatalf("%s: WriteTo = %d, %v\n got %q\nwant %q", v.name, n, err, out.Bytes(), want)
 			}
 		}
 	})
 }
 
-func benchmarkStream(b *testing.B, block []byte, sc *Scrubber) {
+func benchmarkStream(b *testing.B, block []byte, sc *Scrubber, useWriteTo bool) {
 	const size = 64 << 20
 	p := make([]byte, 32<<10)
 	b.SetBytes(size)
@@ -471,6 +828,12 @@ func benchmarkStream(b *testing.B, block []byte, sc *Scrubber) {
 		var rc io.ReadCloser = &patternSource{block: block, left: size}
 		if sc != nil {
 			rc = sc.Reader(rc)
+		}
+		if useWriteTo {
+			if _, err := rc.(io.WriterTo).WriteTo(io.Discard); err != nil {
+				b.Fatal(err)
+			}
+			continue
 		}
 		for {
 			_, err := rc.Read(p)
@@ -484,17 +847,17 @@ func benchmarkStream(b *testing.B, block []byte, sc *Scrubber) {
 	}
 }
 
-// BenchmarkScrubReader streams 64 MiB through the scrubber (no match) and,
-// for comparison, without it.
-func BenchmarkScrubReader(b *testing.B) {
+type benchCase struct {
+	name  string
+	block []byte
+	sc    *Scrubber
+}
+
+func benchCases(b *testing.B) []benchCase {
 	secret := "ghp_0123456789abcdefghijABCDEFGHIJ012345"
 	rnd := make([]byte, 64<<10)
 	rand.New(rand.NewSource(1)).Read(rnd)
-	cases := []struct {
-		name  string
-		block []byte
-		sc    *Scrubber
-	}{
+	return []benchCase{
 		{"json/baseline", jsonBlock(""), nil},
 		{"json/bearer40", jsonBlock(""), mustScrubber(b, secret, "Bearer "+secret)},
 		{"json/basic", jsonBlock(""), mustScrubber(b, "pa55word", "alice:pa55word", "Basic YWxpY2U6cGE1NXdvcmQ=")},
@@ -504,7 +867,22 @@ func BenchmarkScrubReader(b *testing.B) {
 		{"random/short4", rnd, mustScrubber(b, "k3y!")},
 		{"json/with-matches", jsonBlock(secret), mustScrubber(b, secret, "Bearer "+secret)},
 	}
-	for _, tc := range cases {
-		b.Run(tc.name, func(b *testing.B) { benchmarkStream(b, tc.block, tc.sc) })
+}
+
+// BenchmarkScrubReader streams 64 MiB through the scrubber's Read (no
+// match) and, for comparison, without it.
+func BenchmarkScrubReader(b *testing.B) {
+	for _, tc := range benchCases(b) {
+		b.Run(tc.name, func(b *testing.B) { benchmarkStream(b, tc.block, tc.sc, false) })
+	}
+}
+
+// BenchmarkScrubReaderWriteTo streams 64 MiB through the scrubber's WriteTo
+// to io.Discard.
+func BenchmarkScrubReaderWriteTo(b *testing.B) {
+	for _, tc := range benchCases(b) {
+		if tc.sc != nil {
+			b.Run(tc.name, func(b *testing.B) { benchmarkStream(b, tc.block, tc.sc, true) })
+		}
 	}
 }
