@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -26,6 +27,20 @@ const TokenExpiryDelta = time.Minute
 // until TokenExpiryDelta before it expires.
 type oauthSource struct {
 	ts oauth2.TokenSource
+	// cur is the last token handed out, for the lock-free fast path.
+	cur atomic.Pointer[cachedToken]
+}
+
+// cachedToken is a checked access token and when it stops being used.
+type cachedToken struct {
+	v      Value
+	expiry time.Time // zero: never expires
+}
+
+// fresh reports whether c is set and not within TokenExpiryDelta of expiry,
+// the same rule ReuseTokenSourceWithExpiry applies (x/oauth2's wall clock).
+func (c *cachedToken) fresh() bool {
+	return c != nil && (c.expiry.IsZero() || time.Now().Add(TokenExpiryDelta).Before(c.expiry))
 }
 
 func newOAuthSource(b Binding, d *deps) *oauthSource {
@@ -63,8 +78,12 @@ type tokenResult struct {
 	err error
 }
 
-// token returns a valid access token, refreshing it when needed.
+// token returns a valid access token, refreshing it when needed. A token
+// still fresh is returned without a goroutine or lock.
 func (o *oauthSource) token(ctx context.Context) (Value, error) {
+	if c := o.cur.Load(); c.fresh() {
+		return c.v, nil
+	}
 	ch := make(chan tokenResult, 1)
 	go func() {
 		tok, err := o.ts.Token()
@@ -85,6 +104,7 @@ func (o *oauthSource) token(ctx context.Context) (Value, error) {
 		if err := CheckSecret(v); err != nil {
 			return Value{}, reasonf("the oauth2 access token is not usable: %s", err.Error())
 		}
+		o.cur.Store(&cachedToken{v: v, expiry: res.tok.Expiry})
 		return v, nil
 	case <-ctx.Done():
 		return Value{}, &resolveErr{msg: "waiting for the oauth2 token refresh: " + ctx.Err().Error(), cause: ctx.Err()}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/oauth2"
 )
 
 const (
@@ -217,5 +219,44 @@ func TestOAuth2ErrorsNeverContainSecrets(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// countingTS is an oauth2.TokenSource returning a fixed token.
+type countingTS struct {
+	calls  atomic.Int32
+	expiry time.Time
+}
+
+func (c *countingTS) Token() (*oauth2.Token, error) {
+	c.calls.Add(1)
+	return &oauth2.Token{AccessToken: "at-" + canary, Expiry: c.expiry}, nil
+}
+
+func TestOAuth2FreshTokenFastPath(t *testing.T) {
+	src := &countingTS{expiry: time.Now().Add(time.Hour)}
+	o := &oauthSource{ts: oauth2.ReuseTokenSourceWithExpiry(nil, src, TokenExpiryDelta)}
+	if v, err := o.token(t.Context()); err != nil || v.Reveal() != "at-"+canary {
+		t.Fatalf("first token: %v", err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := o.token(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 || src.calls.Load() != 1 {
+		t.Errorf("cached token: %.0f allocs per call, %d source calls; want 0 and 1 (no goroutine, no refresh)", allocs, src.calls.Load())
+	}
+
+	// Within TokenExpiryDelta of expiry the slow path runs again.
+	src.expiry = time.Now().Add(TokenExpiryDelta / 2)
+	o = &oauthSource{ts: oauth2.ReuseTokenSourceWithExpiry(nil, src, TokenExpiryDelta)}
+	for range 3 {
+		if _, err := o.token(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := src.calls.Load(); n != 4 {
+		t.Errorf("a token near expiry was served from the cache: %d source calls, want 4", n)
 	}
 }
