@@ -148,6 +148,11 @@ func (s *Server) finishProxied(w http.ResponseWriter, x *exchange, resp *http.Re
 	if len(resp.Trailer) > 0 {
 		scrub.Header(resp.Trailer)
 		writeTrailers(w, resp)
+	} else if f, ok := w.(http.Flusher); ok && x.r.ProtoMajor == 1 {
+		// An HTTP/1.1 client has the whole response before the audit and
+		// log work instead of when the handler returns. (Over HTTP/2 the
+		// stream ends only then, so a flush would only add a frame.)
+		f.Flush()
 	}
 	s.record(x, zapcore.InfoLevel, msg)
 	s.metrics.decision(true, reason)
@@ -315,37 +320,54 @@ func identityBody(resp *http.Response) (io.ReadCloser, bool, error) {
 	}
 }
 
-// copyBody streams src to w through a pooled buffer and flushes after every
-// write that leaves the body incomplete, so nothing the upstream sent waits in
-// a buffer (SSE, slow or trickling bodies). length is the body's known length,
-// or -1. The write that completes a known-length body is not flushed: the
-// handler's return sends it, which over HTTP/2 puts END_STREAM on the same
-// DATA frame instead of an extra empty one.
+// copyBody streams src to w and flushes after every write that leaves the
+// body incomplete, so nothing the upstream sent waits in a buffer (SSE, slow
+// or trickling bodies). length is the body's known length, or -1. The write
+// that completes a known-length body is not flushed: the handler's return
+// sends it, which over HTTP/2 puts END_STREAM on the same DATA frame instead
+// of an extra empty one. A src that is an io.WriterTo (the scrubber) writes
+// from its own buffer; any other goes through a pooled one.
 func (s *Server) copyBody(w http.ResponseWriter, src io.Reader, length int64) (int64, error) {
+	fw := &flushWriter{w: w, length: length}
+	fw.flusher, _ = w.(http.Flusher)
+	if wt, ok := src.(io.WriterTo); ok {
+		return wt.WriteTo(fw)
+	}
 	bufp := s.bufPool.Get().(*[]byte)
 	defer s.bufPool.Put(bufp)
 	buf := *bufp
-	flusher, _ := w.(http.Flusher)
-	var total int64
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
-			wn, werr := w.Write(buf[:n])
-			total += int64(wn)
-			if werr != nil {
-				return total, werr
-			}
-			if flusher != nil && (length < 0 || total < length) {
-				flusher.Flush()
+			if _, werr := fw.Write(buf[:n]); werr != nil {
+				return fw.total, werr
 			}
 		}
 		if rerr == io.EOF {
-			return total, nil
+			return fw.total, nil
 		}
 		if rerr != nil {
-			return total, rerr
+			return fw.total, rerr
 		}
 	}
+}
+
+// flushWriter writes a response body, flushing after each write until length
+// bytes (when known) have been written.
+type flushWriter struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	length  int64
+	total   int64
+}
+
+func (f *flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	f.total += int64(n)
+	if err == nil && f.flusher != nil && (f.length < 0 || f.total < f.length) {
+		f.flusher.Flush()
+	}
+	return n, err
 }
 
 func hasToken(values []string, token string) bool {
