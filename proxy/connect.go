@@ -55,6 +55,9 @@ type tunnel struct {
 	// closed is set under s.mu by closeTunnels, so a tunnel closed before
 	// hijackConnect set client is closed there instead of being served.
 	closed bool
+	// expiry closes the tunnel when its session expires; set under s.mu,
+	// nil for a session without expiry.
+	expiry *time.Timer
 
 	releaseOnce sync.Once
 }
@@ -65,6 +68,9 @@ func (t *tunnel) release() {
 	t.releaseOnce.Do(func() {
 		s := t.s
 		s.mu.Lock()
+		if t.expiry != nil {
+			t.expiry.Stop()
+		}
 		delete(s.tunnels, t)
 		if n := s.perSession[t.sess.ID] - 1; n > 0 {
 			s.perSession[t.sess.ID] = n
@@ -122,6 +128,13 @@ func (s *Server) openTunnel(sess Session, mode, target, host string, port int) (
 	}
 	s.perSession[sess.ID]++
 	s.tunnels[t] = struct{}{}
+	if !sess.ExpiresAt.IsZero() {
+		// Requests check expiry themselves; this also ends passthrough
+		// tunnels and idle keep-alive tunnels of an expired session.
+		t.expiry = time.AfterFunc(sess.ExpiresAt.Sub(t.opened), func() {
+			s.closeTunnels(func(x *tunnel) bool { return x == t })
+		})
+	}
 	s.mu.Unlock()
 	s.metrics.tunnelGauge(mode).Inc()
 	return t, 0, ""

@@ -417,3 +417,33 @@ func TestCloseSessionClosesItsTunnels(t *testing.T) {
 		t.Errorf("OpenTunnels = %d after CloseSession", got)
 	}
 }
+
+func TestSessionExpiryClosesTunnels(t *testing.T) {
+	e := newEnv(t)
+	// Move the proxy's clock to 300ms before the session expires.
+	e.clock.Store(int64(e.sess.ExpiresAt.Sub(time.Now()) - 300*time.Millisecond))
+	pass, resp := e.connect(t, passHost+":443", true)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("passthrough CONNECT = %d", resp.StatusCode)
+	}
+	defer pass.Close()
+	inter, br := e.rawTunnel(t, "api.example.test:443")
+	closedAtExpiry := func(name string, setDeadline func(time.Time) error, read func([]byte) (int, error)) {
+		_ = setDeadline(time.Now().Add(10 * time.Second))
+		start := time.Now()
+		if _, err := read(make([]byte, 1)); err == nil {
+			t.Errorf("%s tunnel: read data after expiry, want the tunnel closed", name)
+		} else if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s tunnel: closed after %v, want at expiry (300ms): %v", name, d, err)
+		}
+	}
+	closedAtExpiry("passthrough", pass.SetDeadline, pass.Read)
+	closedAtExpiry("intercepted", inter.SetDeadline, br.Read)
+	deadline := time.Now().Add(5 * time.Second)
+	for e.srv.OpenTunnels(e.sess.ID) != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := e.srv.OpenTunnels(e.sess.ID); got != 0 {
+		t.Errorf("OpenTunnels = %d after expiry, want 0", got)
+	}
+}
