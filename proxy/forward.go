@@ -135,14 +135,15 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 const reasonStreamAborted = "stream_aborted"
 
 // finishProxied records an exchange whose response body has been passed on
-// (or not, when err is set) and counts it under reason. On err it aborts the
-// handler, so the client cannot mistake a truncated body for a whole one;
-// otherwise it sets the upstream's trailers, scrubbed.
+// (or not, when err is set) and counts it under reason. On err it counts it
+// under stream_aborted and aborts the handler, so the client cannot mistake
+// a truncated body for a whole one; otherwise it sets the upstream's
+// trailers, scrubbed.
 func (s *Server) finishProxied(w http.ResponseWriter, x *exchange, resp *http.Response, scrub *credentials.Scrubber, reason, msg string, err error) {
 	if err != nil {
 		x.ev.Reason = reasonStreamAborted
 		s.record(x, zapcore.WarnLevel, msg+", stream aborted")
-		s.metrics.decision(true, reason)
+		s.metrics.decision(true, reasonStreamAborted)
 		panic(http.ErrAbortHandler)
 	}
 	if len(resp.Trailer) > 0 {

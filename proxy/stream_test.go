@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/base64"
@@ -15,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/audit"
 )
 
 func TestEchoedCredentialIsScrubbed(t *testing.T) {
@@ -526,5 +529,35 @@ func TestMetricsAreExported(t *testing.T) {
 	}
 	if v := e.metric(t, "aileron_proxy_open_tunnels", map[string]string{"mode": "intercept"}); v != 1 {
 		t.Errorf("open tunnels = %v, want 1", v)
+	}
+}
+
+func TestTruncatedUpstreamBodyAbortsTheResponse(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("h2=%v", h2), func(t *testing.T) {
+			e := newEnv(t)
+			e.handlers.Store("/big", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Length", "1000000")
+				_, _ = w.Write(bytes.Repeat([]byte("a"), 100000))
+				w.(http.Flusher).Flush()
+				panic(http.ErrAbortHandler) // the upstream dies mid-body
+			}))
+			resp, err := e.client(h2).Get("https://api.example.test/big")
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err == nil {
+				t.Fatalf("read %d bytes and a clean end; a truncated upstream body must abort the client's response", n)
+			}
+			ev := e.audit.waitFor(t, "stream aborted", func(ev audit.Event) bool { return ev.Reason == reasonStreamAborted })
+			if ev.Decision != decisionAllowed || ev.Path != "/big" || ev.BytesOut >= 1000000 {
+				t.Errorf("audit event = %+v, want allowed /big with fewer bytes out than declared", ev)
+			}
+			if v := e.metric(t, "aileron_proxy_decisions_total", map[string]string{"result": "allow", "reason": reasonStreamAborted}); v != 1 {
+				t.Errorf("stream_aborted decisions = %v, want 1", v)
+			}
+		})
 	}
 }
