@@ -15,9 +15,15 @@ import (
 // mask is the byte that replaces every byte of a secret occurrence.
 const mask = '*'
 
-// scrubBufSize is the streaming buffer size; it grows only to hold four times
-// the longest pattern.
-const scrubBufSize = 32 << 10
+// scrubBufSize is the streaming buffer's starting size (at least four times
+// the longest pattern). It doubles, up to maxScrubBufSize, each time a read
+// fills it: a body that arrives faster than it is drained is then read in
+// large pieces, which for an HTTP/2 upstream also means fewer
+// flow-control updates (Go's client sends one per read of 4 KiB or more).
+const (
+	scrubBufSize    = 32 << 10
+	maxScrubBufSize = 256 << 10
+)
 
 // Scrubber masks every form of a set of secrets in response headers and
 // bodies. Each secret is matched raw, in base64 (standard and URL alphabets,
@@ -109,7 +115,8 @@ func (s *Scrubber) Bytes(b []byte) []byte {
 }
 
 // Reader wraps rc so that reads return its bytes with secrets masked. It
-// streams: memory is bounded by a fixed buffer, bytes are delivered as soon
+// streams: memory is bounded (a buffer of 32 KiB that grows to 256 KiB only
+// while reads keep filling it), bytes are delivered as soon
 // as no secret can start at them (a partial match at the end of what has
 // arrived so far is held back until it is resolved), and matches split
 // across reads are found. The reader also implements io.WriterTo, which
@@ -323,6 +330,8 @@ type scrubReader struct {
 	k    masker
 	ad   adapt
 	err  error // sticky error from rc, io.EOF included
+	// grow is set when a read filled the buffer; compact then doubles it.
+	grow bool
 }
 
 // maxEmptyReads bounds consecutive (0, nil) reads from the wrapped body.
@@ -389,8 +398,10 @@ func (r *scrubReader) fill() error {
 		if !r.compact() {
 			return errBufferFull
 		}
+		free := len(r.buf) - r.end
 		n, err := r.rc.Read(r.buf[r.end:])
 		r.end += n
+		r.grow = n == free && len(r.buf) < maxScrubBufSize
 		if err != nil {
 			r.err = err
 		}
@@ -424,6 +435,17 @@ var errBufferFull = errors.New("scrubbing response body: internal buffer full")
 // reports whether there is room. It runs only when all released bytes have
 // been returned (ro == done).
 func (r *scrubReader) compact() bool {
+	if r.grow {
+		r.grow = false
+		nb := make([]byte, min(2*len(r.buf), maxScrubBufSize))
+		n := copy(nb, r.buf[r.ro:r.end])
+		r.k.shiftBy(r.ro)
+		r.buf = nb
+		r.end = n
+		r.done -= r.ro
+		r.ro = 0
+		return true
+	}
 	if r.ro > 0 {
 		n := copy(r.buf, r.buf[r.ro:r.end])
 		r.k.shiftBy(r.ro)

@@ -731,7 +731,7 @@ func jsonBlock(secret string) []byte {
 }
 
 // TestScrubReaderBoundedMemory streams 64 MiB and checks the reader
-// allocates nothing per read and its buffer never grows.
+// allocates nothing per read and its buffer grows only to its bound.
 func TestScrubReaderBoundedMemory(t *testing.T) {
 	for _, useWriteTo := range []bool{false, true} {
 		t.Run(fmt.Sprintf("WriteTo=%v", useWriteTo), func(t *testing.T) { checkBoundedMemory(t, useWriteTo) })
@@ -775,8 +775,10 @@ func checkBoundedMemory(t *testing.T, useWriteTo bool) {
 	if total != 64<<20 {
 		t.Fatalf("read %d bytes, want %d", total, 64<<20)
 	}
-	if cap(sr.buf) != bufCap {
-		t.Fatalf("buffer grew from %d to %d", bufCap, cap(sr.buf))
+	// The source always fills the buffer, so it grows to the bound (and no
+	// further) while streaming.
+	if bufCap != scrubBufSize || cap(sr.buf) != maxScrubBufSize {
+		t.Fatalf("buffer went from %d to %d bytes, want %d to %d", bufCap, cap(sr.buf), scrubBufSize, maxScrubBufSize)
 	}
 	if alloc := ms1.TotalAlloc - ms0.TotalAlloc; alloc > 1<<20 {
 		t.Fatalf("streaming 64 MiB allocated %d bytes, want < 1 MiB", alloc)
@@ -884,5 +886,24 @@ func BenchmarkScrubReaderWriteTo(b *testing.B) {
 		if tc.sc != nil {
 			b.Run(tc.name, func(b *testing.B) { benchmarkStream(b, tc.block, tc.sc, true) })
 		}
+	}
+}
+
+// TestScrubReaderKeepsSmallBufferForSlowBodies checks that a body whose
+// reads never fill the buffer (a trickle, SSE) keeps the starting buffer.
+func TestScrubReaderKeepsSmallBufferForSlowBodies(t *testing.T) {
+	secret := "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+	sc := mustScrubber(t, secret)
+	body := bytes.Repeat(jsonBlock(secret), 8)
+	rc := sc.Reader(&chunkReader{data: body, rng: rand.New(rand.NewSource(1)), max: 4 << 10})
+	out, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(body) || bytes.Contains(out, []byte(secret)) {
+		t.Fatalf("got %d bytes (want %d), secret masked: %v", len(out), len(body), !bytes.Contains(out, []byte(secret)))
+	}
+	if got := cap(rc.(*scrubReader).buf); got != scrubBufSize {
+		t.Errorf("buffer = %d bytes, want the starting %d for a body read in small pieces", got, scrubBufSize)
 	}
 }

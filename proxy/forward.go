@@ -327,15 +327,17 @@ func identityBody(resp *http.Response) (io.ReadCloser, bool, error) {
 // that completes a known-length body is not flushed: the handler's return
 // sends it, which over HTTP/2 puts END_STREAM on the same DATA frame instead
 // of an extra empty one. A src that is an io.WriterTo (the scrubber) writes
-// from its own buffer; any other goes through a pooled one.
+// from its own buffer; any other goes through a pooled one, a larger one once
+// a read fills it.
 func (s *Server) copyBody(w http.ResponseWriter, src io.Reader, length int64) (int64, error) {
 	fw := &flushWriter{w: w, length: length}
 	fw.flusher, _ = w.(http.Flusher)
 	if wt, ok := src.(io.WriterTo); ok {
 		return wt.WriteTo(fw)
 	}
-	bufp := s.bufPool.Get().(*[]byte)
-	defer s.bufPool.Put(bufp)
+	pool := &s.bufPool
+	bufp := pool.Get().(*[]byte)
+	defer func() { pool.Put(bufp) }()
 	buf := *bufp
 	for {
 		n, rerr := src.Read(buf)
@@ -343,6 +345,13 @@ func (s *Server) copyBody(w http.ResponseWriter, src io.Reader, length int64) (i
 			if _, werr := fw.Write(buf[:n]); werr != nil {
 				return fw.total, werr
 			}
+		}
+		if n == len(buf) && pool == &s.bufPool {
+			// The body arrives faster than it is sent: read larger pieces.
+			pool.Put(bufp)
+			pool = &s.bigBufPool
+			bufp = pool.Get().(*[]byte)
+			buf = *bufp
 		}
 		if rerr == io.EOF {
 			return fw.total, nil

@@ -18,8 +18,14 @@ import (
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
-// copyBufSize is the size of the pooled buffers that stream bodies.
+// copyBufSize is the size of the pooled buffers that passthrough tunnels
+// and response bodies start with.
 const copyBufSize = 32 << 10
+
+// bigCopyBufSize is the buffer a body switches to when a read fills a
+// copyBufSize one: larger reads mean fewer system calls and, from an HTTP/2
+// upstream, fewer flow-control updates.
+const bigCopyBufSize = 256 << 10
 
 // Server is the proxy. Build it with New, run it with Serve, stop it with
 // Shutdown.
@@ -35,7 +41,10 @@ type Server struct {
 	dialer    *dialer
 	transport *http.Transport
 	tlsConfig *tls.Config
-	bufPool   sync.Pool
+	bufPool   sync.Pool // *[]byte of copyBufSize
+	// bigBufPool holds bigCopyBufSize buffers for bodies that arrive faster
+	// than they are sent.
+	bigBufPool sync.Pool
 
 	gp           *goproxy.ProxyHttpServer
 	rejectAction *goproxy.ConnectAction
@@ -101,6 +110,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("configuring the proxy: %w", err)
 	}
 	s.bufPool.New = func() any { b := make([]byte, copyBufSize); return &b }
+	s.bigBufPool.New = func() any { b := make([]byte, bigCopyBufSize); return &b }
 
 	roots := cfg.SystemRoots
 	if roots == nil {
