@@ -907,3 +907,45 @@ func TestScrubReaderKeepsSmallBufferForSlowBodies(t *testing.T) {
 		t.Errorf("buffer = %d bytes, want the starting %d for a body read in small pieces", got, scrubBufSize)
 	}
 }
+
+// TestScrubReaderGrowthMatchesReference streams bodies that fill every read,
+// so the buffer grows from 32 KiB to 256 KiB mid-stream, with secrets around
+// each size the buffer passes through, and compares with the reference.
+func TestScrubReaderGrowthMatchesReference(t *testing.T) {
+	secret := "tok_9f8e7d6c5b4a3210"
+	sc := mustScrubber(t, secret)
+	rng := rand.New(rand.NewSource(7))
+	body := make([]byte, 2<<20)
+	rng.Read(body)
+	for _, at := range []int{32 << 10, 64 << 10, 96 << 10, 128 << 10, 224 << 10, 256 << 10, 480 << 10, 512 << 10, 1 << 20} {
+		for _, d := range []int{-len(secret), -7, -1, 0, 3} {
+			copy(body[at+d:], secret)
+		}
+	}
+	want := reference(body, secret)
+	for _, useWriteTo := range []bool{false, true} {
+		rc := sc.Reader(io.NopCloser(bytes.NewReader(body)))
+		var got []byte
+		var err error
+		if useWriteTo {
+			var buf bytes.Buffer
+			_, err = rc.(io.WriterTo).WriteTo(&buf)
+			got = buf.Bytes()
+		} else {
+			got, err = io.ReadAll(rc)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			i := 0
+			for i < len(got) && i < len(want) && got[i] == want[i] {
+				i++
+			}
+			t.Fatalf("WriteTo=%v: output differs from the reference at byte %d of %d", useWriteTo, i, len(want))
+		}
+		if c := cap(rc.(*scrubReader).buf); c != maxScrubBufSize {
+			t.Errorf("WriteTo=%v: buffer = %d bytes, want it grown to %d", useWriteTo, c, maxScrubBufSize)
+		}
+	}
+}
