@@ -82,31 +82,24 @@ func TestWriteReachesWriterAfterDelay(t *testing.T) {
 	var rec recorder
 	c := New(&rec, time.Millisecond, 0)
 	defer c.Close()
-	if _, err := c.Write([]byte("one\n")); err != nil {
-		t.Fatal(err)
-	}
+	c.Write([]byte("one\n"))
+	rec.waitFor(t, "one\n")
+	// A second batch after the first was written arms the timer again.
+	c.Write([]byte("two\n"))
+	rec.waitFor(t, "one\ntwo\n")
+}
+
+// waitFor waits up to 5s, without flushing, for the writer to hold want.
+func (r *recorder) waitFor(t *testing.T, want string) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if out, _ := rec.snapshot(); out == "one\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			out, _ := rec.snapshot()
-			t.Fatalf("after 5s the writer has %q, want %q without Flush", out, "one\n")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	// A second batch after the first was written arms the timer again.
-	if _, err := c.Write([]byte("two\n")); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if out, _ := rec.snapshot(); out == "one\ntwo\n" {
+		out, _ := r.snapshot()
+		if out == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			out, _ := rec.snapshot()
-			t.Fatalf("the writer has %q, want %q", out, "one\ntwo\n")
+			t.Fatalf("after 5s the writer has %q, want %q without Flush", out, want)
 		}
 		time.Sleep(time.Millisecond)
 	}
