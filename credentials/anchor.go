@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -81,64 +82,240 @@ func byteFreq(c byte) float64 {
 	return max(f, 1.0/256)
 }
 
-// chooseAnchors picks anchor bytes covering every pattern by greedy set
-// cover (most patterns per cost first) and returns them with their
-// estimated cost per byte of text (ignoring the neighbour filter), or nil when
-// more than maxAnchorPass bytes would be needed.
-func chooseAnchors(pats [][]byte) ([]anchor, float64) {
-	// For each byte value, the first offset of it in each pattern.
-	var offs [256]map[int32]int
+// firstOffsets returns, for each byte value, the first offset of it in each
+// pattern (-1 where a pattern lacks it), or nil for bytes in no pattern.
+func firstOffsets(pats [][]byte) *[256][]int32 {
+	var offs [256][]int32
 	for pi, p := range pats {
 		for j, c := range p {
 			if offs[c] == nil {
-				offs[c] = map[int32]int{}
+				offs[c] = make([]int32, len(pats))
+				for i := range offs[c] {
+					offs[c][i] = -1
+				}
 			}
-			if _, ok := offs[c][int32(pi)]; !ok {
-				offs[c][int32(pi)] = j
+			if offs[c][pi] < 0 {
+				offs[c][pi] = int32(j)
 			}
 		}
 	}
+	return &offs
+}
+
+// greedyCover picks anchor bytes covering every pattern by greedy set
+// cover, most uncovered patterns per estimated cost first, with freq the
+// byte-frequency model; nil when more than maxAnchorPass would be needed.
+func greedyCover(pats [][]byte, offs *[256][]int32, freq func(byte) float64) []byte {
 	covered := make([]bool, len(pats))
 	left := len(pats)
-	var anchors []anchor
-	total := baseNS
+	var order []byte
 	for left > 0 {
+		if len(order) == maxAnchorPass {
+			return nil
+		}
 		best, bestScore := -1, 0.0
 		for c := range 256 {
 			n := 0
-			for pi := range offs[c] {
-				if !covered[pi] {
+			for pi, off := range offs[c] {
+				if off >= 0 && !covered[pi] {
 					n++
 				}
 			}
 			if n == 0 {
 				continue
 			}
-			if score := float64(n) / (passNS + hitNS*byteFreq(byte(c))); score > bestScore {
+			if score := float64(n) / (passNS + hitNS*freq(byte(c))); score > bestScore {
 				best, bestScore = c, score
 			}
 		}
-		a := anchor{c: byte(best), minOff: 1 << 30}
 		for pi, off := range offs[best] {
-			if covered[pi] {
+			if off >= 0 && !covered[pi] {
+				covered[pi] = true
+				left--
+			}
+		}
+		order = append(order, byte(best))
+	}
+	return order
+}
+
+// buildAnchors makes the anchors for the bytes in order; each pattern is
+// checked through the first of them it contains.
+func buildAnchors(pats [][]byte, offs *[256][]int32, order []byte) []anchor {
+	covered := make([]bool, len(pats))
+	anchors := make([]anchor, 0, len(order))
+	for _, c := range order {
+		a := anchor{c: c, minOff: 1 << 30}
+		for pi, off := range offs[c] {
+			if off < 0 || covered[pi] {
 				continue
 			}
 			covered[pi] = true
-			left--
-			p := pats[pi]
-			a.pats = append(a.pats, anchorPat{idx: pi, off: off, head: binary.LittleEndian.Uint32(p)})
-			a.minOff = min(a.minOff, off)
-			a.maxOff = max(a.maxOff, off)
+			a.pats = append(a.pats, anchorPat{idx: int32(pi), off: int(off), head: binary.LittleEndian.Uint32(pats[pi])})
+			a.minOff = min(a.minOff, int(off))
+			a.maxOff = max(a.maxOff, int(off))
 		}
-		slices.SortFunc(a.pats, func(x, y anchorPat) int { return int(x.idx - y.idx) })
 		a.setNear(pats)
 		anchors = append(anchors, a)
-		total += passNS + hitNS*byteFreq(byte(best))
-		if len(anchors) > maxAnchorPass {
-			return nil, math.Inf(1)
+	}
+	return anchors
+}
+
+// chooseAnchors picks anchor bytes for text by greedy set cover with the
+// byteFreq model and returns them with their estimated cost per byte of
+// text (ignoring the neighbour filter), or nil when more than maxAnchorPass
+// bytes would be needed.
+func chooseAnchors(pats [][]byte, offs *[256][]int32) ([]anchor, float64) {
+	order := greedyCover(pats, offs, byteFreq)
+	if order == nil {
+		return nil, math.Inf(1)
+	}
+	total := baseNS
+	for _, c := range order {
+		total += passNS + hitNS*byteFreq(c)
+	}
+	return buildAnchors(pats, offs, order), total
+}
+
+// uniformFreq is the byte frequency of random (binary) data.
+func uniformFreq(byte) float64 { return 1.0 / 256 }
+
+// anchorCost is the estimated cost per byte of one anchor pass for byte c
+// with n patterns and the given neighbour filter, where byte b appears with
+// frequency q(b).
+func anchorCost(c byte, n, near int, nearBytes *[256]bool, q func(byte) float64) float64 {
+	pass := 1.0
+	if near != 0 {
+		pass = 0
+		for b, ok := range nearBytes {
+			if ok {
+				pass += q(byte(b))
+			}
 		}
 	}
-	return anchors, total
+	return passNS + q(c)*(hitNS+checkNS*float64(n)*pass)
+}
+
+// setCost is the estimated cost per byte of the anchored scan with set.
+func setCost(set []anchor, q func(byte) float64) float64 {
+	total := baseNS
+	for i := range set {
+		a := &set[i]
+		total += anchorCost(a.c, len(a.pats), a.near, &a.nearBytes, q)
+	}
+	return total
+}
+
+// coverCost is setCost(buildAnchors(pats, offs, order), q) without
+// building the anchors.
+func coverCost(pats [][]byte, offs *[256][]int32, order []byte, q func(byte) float64) float64 {
+	total := baseNS
+	for ai, c := range order {
+		n, after, before := 0, true, true
+		var nearA, nearB [256]bool
+	next:
+		for pi, off := range offs[c] {
+			if off < 0 {
+				continue
+			}
+			for _, e := range order[:ai] {
+				if offs[e][pi] >= 0 {
+					continue next
+				}
+			}
+			n++
+			p := pats[pi]
+			if int(off)+1 < len(p) {
+				nearA[p[off+1]] = true
+			} else {
+				after = false
+			}
+			if off > 0 {
+				nearB[p[off-1]] = true
+			} else {
+				before = false
+			}
+		}
+		switch {
+		case after:
+			total += anchorCost(c, n, 1, &nearA, q)
+		case before:
+			total += anchorCost(c, n, -1, &nearB, q)
+		default:
+			total += anchorCost(c, n, 0, nil, q)
+		}
+	}
+	return total
+}
+
+// binarySearchBudget bounds the nodes of the exact cover search, and
+// textShare weighs the cost on text when ranking covers for binary data.
+const (
+	binarySearchBudget = 1 << 13
+	textShare          = 0.01
+)
+
+// chooseBinaryAnchors picks anchor bytes for data in which every byte value
+// is equally likely (binary bodies), where the cost is about the number of
+// passes: a minimum set cover, found exactly for up to 64 patterns (within
+// a search budget) and greedily beyond. Among covers with the fewest
+// passes it prefers fewer pattern checks per hit on random data, and a
+// lower cost on text where that saves more than a few checks. It returns nil when more than maxAnchorPass bytes
+// would be needed.
+func chooseBinaryAnchors(pats [][]byte, offs *[256][]int32) []anchor {
+	// Greedy on uniform frequencies, ties broken toward bytes rare in text.
+	best := greedyCover(pats, offs, func(c byte) float64 { return 1.0/256 + 1e-9*byteFreq(c) })
+	if best == nil || len(pats) > 64 {
+		if best == nil {
+			return nil
+		}
+		return buildAnchors(pats, offs, best)
+	}
+	// score ranks covers with as many passes: the cost on random data
+	// (fewer pattern checks per hit), plus a small share of the cost on
+	// text, which decides between covers that differ on random data only
+	// by a few checks per 64 KiB.
+	score := func(order []byte) float64 {
+		return coverCost(pats, offs, order, uniformFreq) + textShare*coverCost(pats, offs, order, byteFreq)
+	}
+	bestScore := score(best)
+	var masks [256]uint64
+	for c, o := range offs {
+		for pi, off := range o {
+			if off >= 0 {
+				masks[c] |= 1 << pi
+			}
+		}
+	}
+	all := ^uint64(0) >> (64 - len(pats))
+	budget := binarySearchBudget
+	order := make([]byte, 0, len(best))
+	var search func(covered uint64)
+	search = func(covered uint64) {
+		if budget--; budget < 0 {
+			return
+		}
+		if covered == all {
+			if sc := score(order); len(order) < len(best) || sc < bestScore {
+				best, bestScore = slices.Clone(order), sc
+			}
+			return
+		}
+		if len(order) == len(best) {
+			return
+		}
+		// Every cover holds a byte of the first uncovered pattern.
+		p := bits.TrailingZeros64(all &^ covered)
+		for c := range 256 {
+			if masks[c]>>p&1 != 0 {
+				order = append(order, byte(c))
+				search(covered | masks[c])
+				order = order[:len(order)-1]
+			}
+		}
+	}
+	search(0)
+	return buildAnchors(pats, offs, best)
 }
 
 // setNear chooses the neighbour of the anchor byte that a hit is filtered
@@ -162,14 +339,16 @@ func (a *anchor) setNear(pats [][]byte) {
 	}
 }
 
-// scanAnchored examines start positions s..limit (every pattern fits) and
-// returns the number of anchor hits and of pattern checks. Occurrences are
-// collected per anchor, then recorded in start order as masker requires.
-func (m *matcher) scanAnchored(buf []byte, s, limit int, k *masker) (hits, checks int) {
+// scanAnchored examines start positions s..limit (every pattern fits) with
+// the anchor set set, adds each anchor's hits to hits and returns the number
+// of anchor hits and of pattern checks. Occurrences are collected per
+// anchor, then recorded in start order as masker requires.
+func (m *matcher) scanAnchored(set []anchor, buf []byte, s, limit int, k *masker, hits *[maxAnchorPass]int) (nhits, checks int) {
 	var local [8]occurrence
 	found := local[:0]
-	for ai := range m.anchors {
-		a := &m.anchors[ai]
+	for ai := range set {
+		a := &set[ai]
+		h := 0
 		lo, hi := s+a.minOff, limit+a.maxOff // anchor positions to search, inclusive
 		for i := lo; i <= hi; i++ {
 			j := bytes.IndexByte(buf[i:hi+1], a.c)
@@ -177,7 +356,7 @@ func (m *matcher) scanAnchored(buf []byte, s, limit int, k *masker) (hits, check
 				break
 			}
 			i += j
-			hits++
+			h++
 			// With near 1, i+1 <= limit+maxLen-1 < end; with near -1,
 			// i-1 >= s+minOff-1 >= s.
 			if a.near != 0 && !a.nearBytes[buf[i+a.near]] {
@@ -195,6 +374,8 @@ func (m *matcher) scanAnchored(buf []byte, s, limit int, k *masker) (hits, check
 				}
 			}
 		}
+		hits[ai] += h
+		nhits += h
 	}
 	if len(found) > 1 {
 		slices.SortFunc(found, func(x, y occurrence) int { return x.start - y.start })
@@ -202,40 +383,84 @@ func (m *matcher) scanAnchored(buf []byte, s, limit int, k *masker) (hits, check
 	for _, o := range found {
 		k.add(buf, o.start, o.n)
 	}
-	return hits, checks
+	return nhits, checks
 }
 
 // adaptWindow is how many bytes a stream scans between strategy decisions,
-// and adaptMargin how much cheaper the other strategy must look.
+// and adaptMargin how much cheaper another strategy must look.
 const (
 	adaptWindow = 256 << 10
 	adaptMargin = 0.8
 )
 
+// Scan strategies: Wu-Manber, and anchored search with the anchors chosen
+// for text or for binary data.
+const (
+	stratWuManber = iota
+	stratText
+	stratBinary
+	numStrats
+)
+
+// anchorSet returns the anchors of strategy st (nil for Wu-Manber or a set
+// the matcher lacks).
+func (m *matcher) anchorSet(st int) []anchor {
+	switch st {
+	case stratText:
+		return m.anchors
+	case stratBinary:
+		return m.bin
+	}
+	return nil
+}
+
 // adapt is one stream's scan strategy. It starts with the matcher's static
 // choice and counts the work each scan does (no clock); after every window
-// of scanned bytes it prices that work with the cost model and switches when
-// the other strategy's estimate is below margin times that cost. A
-// strategy's estimate is its last observed cost or, until it has run, its
-// lower bound (anchored passes without hits; Wu-Manber always shifting
-// fully), so a strategy that might be cheaper is tried once. Every scan call
-// uses one strategy throughout, so a switch cannot affect what is found.
+// of scanned bytes it prices that work with the cost model and switches to
+// the strategy with the lowest estimate when that is below margin times the
+// current cost. A strategy's estimate is its last observed cost or, until
+// it has run, a prediction: for the other anchor set, after a window of
+// anchored search, its cost on data with the observed frequencies of the
+// running set's anchor bytes and, for other bytes, random data's when those
+// frequencies look random, else the text model's; otherwise its lower
+// bound (anchored passes without hits; Wu-Manber always shifting fully),
+// so a strategy that might be cheaper is tried once. Every scan call uses
+// one strategy throughout, so a switch cannot affect what is found.
 type adapt struct {
-	anchored bool
-	est      [2]float64 // cost per byte: [0] Wu-Manber, [1] anchored
-	bytes    int        // bytes scanned in this window
-	ns       float64    // their cost, less anchoredBase when anchored
+	cur   int                // the strategy in use
+	est   [numStrats]float64 // cost per byte of each strategy
+	ran   [numStrats]bool    // whether est is an observed cost
+	hits  [maxAnchorPass]int // hits per anchor of cur in this window
+	bytes int                // bytes scanned in this window
+	ns    float64            // their cost, less anchoredBase when anchored
+	// rotate, for tests, moves to the next available strategy in rotation
+	// after every window; step is the position in rotation.
+	rotate   bool
+	step     int
 	window   int
 	margin   float64
 	switches int
 }
 
+// rotation passes once from each strategy to each other one.
+var rotation = [...]int{stratWuManber, stratText, stratBinary, stratWuManber, stratBinary, stratText}
+
 func newAdapt(m *matcher, window int) adapt {
-	a := adapt{anchored: m.anchored, window: window, margin: adaptMargin}
-	a.est[0] = wuManberCost(m.minLen)
-	a.est[1] = math.Inf(1)
-	if m.anchors != nil {
-		a.est[1] = anchoredBase(len(m.anchors))
+	a := adapt{cur: stratWuManber, window: window, margin: adaptMargin}
+	if m.anchored {
+		a.cur = stratText
+	}
+	a.est[stratWuManber] = wuManberCost(m.minLen)
+	for _, st := range []int{stratText, stratBinary} {
+		a.est[st] = math.Inf(1)
+		if set := m.anchorSet(st); set != nil {
+			a.est[st] = anchoredBase(len(set))
+		}
+	}
+	if m.anchors != nil && m.bin != nil {
+		// The text anchors' lower bound gets them tried first; their window
+		// then predicts the binary anchors' cost.
+		a.est[stratBinary] = setCost(m.bin, byteFreq)
 	}
 	return a
 }
@@ -249,15 +474,68 @@ func (a *adapt) observe(m *matcher, n int, ns float64) {
 		return
 	}
 	cur := a.ns / float64(a.bytes)
-	i := 0
-	if a.anchored {
-		i = 1
-		cur += anchoredBase(len(m.anchors))
+	if set := m.anchorSet(a.cur); set != nil {
+		cur += anchoredBase(len(set))
+		other := stratText + stratBinary - a.cur
+		if to := m.anchorSet(other); to != nil && !a.ran[other] {
+			a.est[other] = predictCost(to, set, &a.hits, a.bytes)
+		}
+		a.hits = [maxAnchorPass]int{}
 	}
-	a.est[i] = cur
-	if a.est[1-i] < cur*a.margin {
-		a.anchored = !a.anchored
+	a.est[a.cur] = cur
+	a.ran[a.cur] = true
+	next := a.cur
+	if a.rotate {
+		for range rotation {
+			a.step = (a.step + 1) % len(rotation)
+			if st := rotation[a.step]; st != a.cur && (st == stratWuManber || m.anchorSet(st) != nil) {
+				next = st
+				break
+			}
+		}
+	} else {
+		best := -1
+		for st := range numStrats {
+			if st != a.cur && (best < 0 || a.est[st] < a.est[best]) {
+				best = st
+			}
+		}
+		if a.est[best] < cur*a.margin {
+			next = best
+		}
+	}
+	if next != a.cur {
+		a.cur = next
 		a.switches++
 	}
 	a.bytes, a.ns = 0, 0
+}
+
+// predictCost estimates the cost per byte of the anchor set to on data in
+// which n bytes scanned with the anchor set from had hits[i] occurrences of
+// from[i].c. Bytes of from appear as observed; other bytes as in random
+// data when every anchor of from hit about n/256 times (within a quarter,
+// plus four standard deviations: in text they are far from it, though a
+// body repeating a block of random bytes deviates more than random data),
+// else as the text model predicts.
+func predictCost(to, from []anchor, hits *[maxAnchorPass]int, n int) float64 {
+	var obs [256]float64
+	var known [256]bool
+	uniform := true
+	e := float64(n) / 256
+	for i := range from {
+		h := float64(hits[i])
+		uniform = uniform && math.Abs(h-e) <= e/4+4*math.Sqrt(e)+1
+		obs[from[i].c] = h / float64(n)
+		known[from[i].c] = true
+	}
+	return setCost(to, func(c byte) float64 {
+		switch {
+		case known[c]:
+			return obs[c]
+		case uniform:
+			return 1.0 / 256
+		}
+		return byteFreq(c)
+	})
 }

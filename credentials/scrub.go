@@ -140,15 +140,20 @@ func (s *Scrubber) Reader(rc io.ReadCloser) io.ReadCloser {
 // patterns' first four bytes), or a Wu-Manber scan with two-byte blocks,
 // whose cost depends on how far it can skip, not on byte frequencies. The
 // cost model in anchor.go picks one statically; a stream then switches as it
-// observes the actual costs (see adapt). Near the end of the data it checks
-// each position directly.
+// observes the actual costs (see adapt), also to a second anchor set chosen
+// for binary data, where every byte value is equally likely. Near the end of
+// the data it checks each position directly.
 type matcher struct {
 	pats   [][]byte
 	minLen int
 	maxLen int
-	// anchors covers every pattern, or is nil when too many bytes would be
-	// needed; anchored is the static choice of the anchored strategy.
+	// anchors covers every pattern, chosen for text, or is nil when too
+	// many bytes would be needed; anchored is the static choice of the
+	// anchored strategy. bin covers every pattern with the fewest passes,
+	// for binary data, or is nil when it would not be cheaper there than
+	// anchors.
 	anchors  []anchor
+	bin      []anchor
 	anchored bool
 	// shift[block] is how far the window may move when the two bytes ending
 	// the minLen-long window are block.
@@ -192,9 +197,14 @@ func newMatcher(forms []string) *matcher {
 		last := uint16(p[m.minLen-2])<<8 | uint16(p[m.minLen-1])
 		m.cand[last] = append(m.cand[last], int32(pi))
 	}
+	offs := firstOffsets(pats)
 	var cost float64
-	m.anchors, cost = chooseAnchors(pats)
+	m.anchors, cost = chooseAnchors(pats, offs)
 	m.anchored = cost < wuManberCost(m.minLen)
+	m.bin = chooseBinaryAnchors(pats, offs)
+	if m.anchors != nil && m.bin != nil && setCost(m.bin, uniformFreq) >= setCost(m.anchors, uniformFreq) {
+		m.bin = nil
+	}
 	return m
 }
 
@@ -243,8 +253,8 @@ func (k *masker) shiftBy(n int) {
 func (m *matcher) scan(buf []byte, s, end int, final bool, k *masker, ad *adapt) int {
 	// Fast region: every pattern fits.
 	if limit := end - m.maxLen; s <= limit {
-		if ad.anchored {
-			hits, checks := m.scanAnchored(buf, s, limit, k)
+		if set := m.anchorSet(ad.cur); set != nil {
+			hits, checks := m.scanAnchored(set, buf, s, limit, k, &ad.hits)
 			ad.observe(m, limit+1-s, float64(hits)*hitNS+float64(checks)*checkNS)
 			s = limit + 1
 		} else {

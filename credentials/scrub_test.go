@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand"
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,35 +65,43 @@ func mustScrubber(t testing.TB, secrets ...string) *Scrubber {
 	return s
 }
 
-// variant is a Scrubber forced to start with one scan strategy, optionally
-// switching strategy after every scan.
+// variant is a Scrubber whose readers start with one scan strategy,
+// optionally moving to the next strategy after every scan.
 type variant struct {
 	name      string
 	sc        *Scrubber
+	start     int
 	alternate bool
 }
 
-// reader wraps rc as v.sc.Reader does, alternating strategies if asked.
+// reader wraps rc as v.sc.Reader does, starting with v.start and rotating
+// strategies if asked.
 func (v variant) reader(rc io.ReadCloser) *scrubReader {
 	r := v.sc.Reader(rc).(*scrubReader)
+	r.ad.cur = v.start
 	if v.alternate {
-		r.ad.window, r.ad.margin = 1, math.Inf(1)
+		r.ad.window, r.ad.rotate = 1, true
 	}
 	return r
 }
 
-// strategies returns sc forced to start with each scan strategy, and
-// alternating between them, so the property tests cover every strategy
-// and switches between them whatever the cost model picks.
+// strategies returns sc with readers starting with each scan strategy, and
+// rotating through them, so the property tests cover every strategy and
+// switches between them whatever the cost model picks. Bytes uses the
+// static choice, forced to each of Wu-Manber and the text anchors.
 func strategies(t testing.TB, sc *Scrubber) []variant {
 	t.Helper()
 	wm, an := *sc.m, *sc.m
 	wm.anchored, an.anchored = false, true
-	out := []variant{{name: "wu-manber", sc: &Scrubber{m: &wm}}}
+	out := []variant{{name: "wu-manber", sc: &Scrubber{m: &wm}, start: stratWuManber}}
 	if an.anchors != nil {
-		out = append(out,
-			variant{name: "anchored", sc: &Scrubber{m: &an}},
-			variant{name: "alternating", sc: &Scrubber{m: &an}, alternate: true})
+		out = append(out, variant{name: "anchored", sc: &Scrubber{m: &an}, start: stratText})
+	}
+	if sc.m.bin != nil {
+		out = append(out, variant{name: "binary", sc: sc, start: stratBinary})
+	}
+	if an.anchors != nil || sc.m.bin != nil {
+		out = append(out, variant{name: "alternating", sc: &Scrubber{m: &wm}, start: stratWuManber, alternate: true})
 	}
 	return out
 }
@@ -179,10 +187,15 @@ func TestScrubReaderMatchesReference(t *testing.T) {
 		{"ghp_0123456789abcdefghijABCDEFGHIJ012345", "Bearer ghp_0123456789abcdefghijABCDEFGHIJ012345"},
 		{"s3cr3t-pass", "alice:s3cr3t-pass", "Basic YWxpY2U6czNjcjN0LXBhc3M="},
 		{"x y z"},
+		{benchSecret, "Bearer " + benchSecret},
+		{"k3y!"},
 	}
-	switches := 0
+	switches, binary := 0, 0
 	for si, secrets := range secretSets {
 		for _, v := range strategies(t, mustScrubber(t, secrets...)) {
+			if v.start == stratBinary {
+				binary++
+			}
 			t.Run(fmt.Sprintf("%d/%s", si, v.name), func(t *testing.T) {
 				n := checkReference(t, v, si, secrets)
 				if v.alternate {
@@ -193,6 +206,9 @@ func TestScrubReaderMatchesReference(t *testing.T) {
 	}
 	if switches < 1000 {
 		t.Errorf("alternating readers switched strategy %d times, want many", switches)
+	}
+	if binary < 3 {
+		t.Errorf("%d secret sets have binary anchors, want at least 3", binary)
 	}
 }
 
@@ -586,10 +602,11 @@ func (f *fixedReader) Read(p []byte) (int, error) {
 func (f *fixedReader) Close() error { return nil }
 
 // switchPoint is where a stream switched strategy: the body had delivered
-// off bytes, those before under the other strategy.
+// off bytes, those before under another strategy, and to became the
+// strategy.
 type switchPoint struct {
-	off      int
-	anchored bool
+	off int
+	to  int
 }
 
 // readSwitches reads in through sc in fixed chunks, with Read or WriteTo,
@@ -604,7 +621,7 @@ func readSwitches(t *testing.T, sc *Scrubber, in []byte, chunk int, useWriteTo b
 	// segment shows happened when the body had delivered src.off bytes.
 	note := func() {
 		if len(pts) < rc.ad.switches {
-			pts = append(pts, switchPoint{src.off, rc.ad.anchored})
+			pts = append(pts, switchPoint{src.off, rc.ad.cur})
 		}
 	}
 	if useWriteTo {
@@ -659,12 +676,20 @@ func TestScrubReaderAdaptiveSwitch(t *testing.T) {
 	if !bytes.Equal(out, in) {
 		t.Fatal("output differs from input, which holds no secret")
 	}
-	if len(pts) != 2 || pts[0].anchored || !pts[1].anchored || pts[0].off >= half || pts[1].off < half {
+	if len(pts) != 2 || pts[0].to != stratWuManber || pts[1].to != stratText || pts[0].off >= half || pts[1].off < half {
 		t.Fatalf("switch points %+v, want one to Wu-Manber before byte %d and one back to anchored after it", pts, half)
 	}
-	forms := testForms(secret)
+	checkStraddles(t, sc, in, chunk, pts, []string{secret}, []string{testForms(secret)[0], testForms(secret)[1], testForms(secret)[3]})
+}
+
+// checkStraddles places each form so it starts 1, half its length and all
+// but one byte before each switch point pts of in (each also a read
+// boundary), checks the switch still falls inside it, and compares the
+// output of Read and WriteTo with the reference.
+func checkStraddles(t *testing.T, sc *Scrubber, in []byte, chunk int, pts []switchPoint, secrets, forms []string) {
+	t.Helper()
 	for i := range pts {
-		for _, f := range []string{forms[0], forms[1], forms[3]} {
+		for _, f := range forms {
 			for _, j := range []int{1, len(f) / 2, len(f) - 1} {
 				// Place f to start j bytes before the switch point, then
 				// check it still straddles the point it moved to.
@@ -672,15 +697,16 @@ func TestScrubReaderAdaptiveSwitch(t *testing.T) {
 				for try := 0; ; try++ {
 					in2 := bytes.Clone(in)
 					copy(in2[x-j:], f)
-					want := reference(in2, secret)
+					want := reference(in2, secrets...)
 					var pts2 []switchPoint
 					for _, useWriteTo := range []bool{false, true} {
+						var out []byte
 						out, pts2 = readSwitches(t, sc, in2, chunk, useWriteTo)
 						if !bytes.Equal(out, want) {
 							t.Fatalf("switch %d, form %q %d bytes before it, WriteTo=%v: output differs from reference", i, f, j, useWriteTo)
 						}
 					}
-					if len(pts2) == len(pts) && x-j < pts2[i].off && pts2[i].off < x-j+len(f) {
+					if len(pts2) == len(pts) && pts2[i].to == pts[i].to && x-j < pts2[i].off && pts2[i].off < x-j+len(f) {
 						break
 					}
 					if try == 3 || len(pts2) != len(pts) {
@@ -690,6 +716,165 @@ func TestScrubReaderAdaptiveSwitch(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestScrubReaderBinarySwitch drives one stream from the text anchors to
+// the binary anchors on random bytes and out of them on bytes that hit the
+// binary anchors only, and checks secrets placed across each switch point
+// are masked, with Read and WriteTo.
+func TestScrubReaderBinarySwitch(t *testing.T) {
+	secrets := []string{benchSecret, "Bearer " + benchSecret}
+	sc := mustScrubber(t, secrets...)
+	if !sc.m.anchored || sc.m.bin == nil {
+		t.Fatal("the test needs text anchors as the static choice and binary anchors")
+	}
+	const half = 600 << 10
+	in := make([]byte, half, 2*half)
+	rand.New(rand.NewSource(3)).Read(in)
+	var hot []byte
+	for _, a := range sc.m.bin {
+		hot = append(hot, a.c)
+	}
+	for len(in) < 2*half {
+		in = append(in, hot...)
+	}
+	const chunk = 4093
+	out, pts := readSwitches(t, sc, in, chunk, false)
+	if !bytes.Equal(out, reference(in, secrets...)) {
+		t.Fatal("output differs from reference")
+	}
+	if len(pts) != 2 || pts[0].to != stratBinary || pts[1].to != stratText || pts[0].off >= half || pts[1].off < half {
+		t.Fatalf("switch points %+v, want one to the binary anchors before byte %d and one back to the text anchors after it", pts, half)
+	}
+	var forms []string
+	for _, s := range secrets {
+		forms = append(forms, testForms(s)...)
+	}
+	checkStraddles(t, sc, in, chunk, pts, secrets, forms)
+}
+
+// TestScrubReaderBinaryPasses checks the proxy benchmark's credential,
+// whose text anchors take three passes, is scanned with two over random
+// bytes, by Read and WriteTo, and keeps the text anchors over JSON.
+func TestScrubReaderBinaryPasses(t *testing.T) {
+	sc := mustScrubber(t, benchSecret, "Bearer "+benchSecret)
+	if len(sc.m.anchors) != 3 || len(sc.m.bin) != 2 {
+		t.Fatalf("%d text anchors and %d binary anchors, want 3 and 2", len(sc.m.anchors), len(sc.m.bin))
+	}
+	rnd := make([]byte, 4<<20)
+	rand.New(rand.NewSource(5)).Read(rnd)
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want int
+	}{
+		{"random", rnd, stratBinary},
+		{"json", bytes.Repeat(jsonBlock(""), 64), stratText},
+	} {
+		for _, useWriteTo := range []bool{false, true} {
+			_, pts := readSwitches(t, sc, tc.in, 32<<10, useWriteTo)
+			if want := 0; tc.want == stratBinary {
+				want = 1
+				if len(pts) != want || pts[0].to != stratBinary || pts[0].off > 2*adaptWindow {
+					t.Errorf("%s, WriteTo=%v: switch points %+v, want one to the binary anchors within %d bytes", tc.name, useWriteTo, pts, 2*adaptWindow)
+				}
+			} else if len(pts) != want {
+				t.Errorf("%s, WriteTo=%v: switch points %+v, want none", tc.name, useWriteTo, pts)
+			}
+		}
+	}
+}
+
+// minCover is the fewest byte values that each occur in every pattern of
+// some subset covering pats, by brute force over up to three bytes (0 when
+// more are needed).
+func minCover(pats [][]byte) int {
+	var masks []uint64
+	for c := range 256 {
+		var m uint64
+		for pi, p := range pats {
+			if bytes.IndexByte(p, byte(c)) >= 0 {
+				m |= 1 << pi
+			}
+		}
+		if m != 0 {
+			masks = append(masks, m)
+		}
+	}
+	all := uint64(1)<<len(pats) - 1
+	best := 0
+	for i, a := range masks {
+		for j, b := range masks[:i+1] {
+			for _, c := range masks[:j+1] {
+				if n := len(slices.Compact([]uint64{a, b, c})); a|b|c == all && (best == 0 || n < best) {
+					best = n
+				}
+			}
+		}
+	}
+	return best
+}
+
+// TestBinaryAnchorsMinimumCover checks the binary anchors check every
+// pattern exactly once, at an offset holding the anchor byte, with as few
+// passes as brute force finds, and that a matcher keeps them only when
+// they are cheaper on random data than the text anchors.
+func TestBinaryAnchorsMinimumCover(t *testing.T) {
+	rng := rand.New(rand.NewSource(9))
+	sets := [][]string{
+		{benchSecret, "Bearer " + benchSecret},
+		{"ghp_0123456789abcdefghijABCDEFGHIJ012345", "Bearer ghp_0123456789abcdefghijABCDEFGHIJ012345"},
+		{"pa55word", "alice:pa55word", "Basic YWxpY2U6cGE1NXdvcmQ="},
+		{"correct-horse-battery", "Bearer correct-horse-battery"},
+		{"k3y!"}, {"a/b+c?d=e"}, {"aaaa"},
+	}
+	for range 200 {
+		var set []string
+		for range 1 + rng.Intn(2) {
+			b := make([]byte, 4+rng.Intn(12))
+			for i := range b {
+				b[i] = byte(' ' + rng.Intn(95))
+			}
+			set = append(set, string(b))
+		}
+		sets = append(sets, set)
+	}
+	kept := 0
+	for _, secrets := range sets {
+		m := mustScrubber(t, secrets...).m
+		bin := m.bin
+		if bin == nil {
+			bin = chooseBinaryAnchors(m.pats, firstOffsets(m.pats))
+			if m.anchors != nil && setCost(bin, uniformFreq) < setCost(m.anchors, uniformFreq) {
+				t.Fatalf("%q: binary anchors cheaper on random data dropped", secrets)
+			}
+		} else {
+			kept++
+			if setCost(bin, uniformFreq) >= setCost(m.anchors, uniformFreq) {
+				t.Fatalf("%q: binary anchors kept though no cheaper on random data", secrets)
+			}
+		}
+		seen := make([]int, len(m.pats))
+		for _, a := range bin {
+			for _, ap := range a.pats {
+				seen[ap.idx]++
+				if m.pats[ap.idx][ap.off] != a.c {
+					t.Fatalf("%q: pattern %d has no %q at offset %d", secrets, ap.idx, a.c, ap.off)
+				}
+			}
+		}
+		for pi, n := range seen {
+			if n != 1 {
+				t.Fatalf("%q: pattern %q checked by %d anchors", secrets, m.pats[pi], n)
+			}
+		}
+		if want := minCover(m.pats); want != 0 && len(bin) != want {
+			t.Fatalf("%q: %d binary anchors, a cover of %d exists", secrets, len(bin), want)
+		}
+	}
+	if kept < 20 {
+		t.Errorf("binary anchors kept for %d of %d secret sets, want more", kept, len(sets))
 	}
 }
 
@@ -849,6 +1034,9 @@ func benchmarkStream(b *testing.B, block []byte, sc *Scrubber, useWriteTo bool) 
 	}
 }
 
+// benchSecret is the proxy benchmark's credential (a bearer token).
+const benchSecret = "bench-token-3f9a1c7e"
+
 type benchCase struct {
 	name  string
 	block []byte
@@ -867,6 +1055,7 @@ func benchCases(b *testing.B) []benchCase {
 		{"json/lowercase20", jsonBlock(""), mustScrubber(b, "correct-horse-battery", "Bearer correct-horse-battery")},
 		{"random/bearer40", rnd, mustScrubber(b, secret, "Bearer "+secret)},
 		{"random/short4", rnd, mustScrubber(b, "k3y!")},
+		{"random/bench20", rnd, mustScrubber(b, benchSecret, "Bearer "+benchSecret)},
 		{"json/with-matches", jsonBlock(secret), mustScrubber(b, secret, "Bearer "+secret)},
 	}
 }
