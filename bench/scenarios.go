@@ -48,7 +48,7 @@ func defaultConfig() config {
 		keepAliveClients: []int{1, 16},
 		newConnClients:   4,
 		downloadBytes:    100 << 20,
-		downloadRuns:     2,
+		downloadRuns:     4,
 		h2Streams:        64,
 		idleTunnels:      1000,
 		sessionRuns:      15,
