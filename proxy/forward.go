@@ -149,11 +149,6 @@ func (s *Server) finishProxied(w http.ResponseWriter, x *exchange, resp *http.Re
 	if len(resp.Trailer) > 0 {
 		scrub.Header(resp.Trailer)
 		writeTrailers(w, resp)
-	} else if f, ok := w.(http.Flusher); ok && x.r.ProtoMajor == 1 {
-		// An HTTP/1.1 client has the whole response before the audit and
-		// log work instead of when the handler returns. (Over HTTP/2 the
-		// stream ends only then, so a flush would only add a frame.)
-		f.Flush()
 	}
 	s.record(x, zapcore.InfoLevel, msg)
 	s.metrics.decision(true, reason)
