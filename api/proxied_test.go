@@ -388,3 +388,62 @@ func TestApprovalRememberedForSession(t *testing.T) {
 		t.Errorf("upstream received %d requests, want 2", n)
 	}
 }
+
+// TestRunBodyToken covers the session token in the run body's "api_token",
+// for clients that cannot send a header outside their argv (BusyBox wget).
+func TestRunBodyToken(t *testing.T) {
+	h := newHarness(t, harnessOptions{withProxy: true})
+	a := h.createSession(fqnGH)
+	b := h.createSession(fqnGH)
+	ended := h.createSession(fqnGH)
+	if r := h.do(http.MethodDelete, "/v1/sessions/"+ended.ID, adminToken, nil); r.status != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	req := func(tok string) RunRequest {
+		return RunRequest{ConnectorFQN: fqnGH, Tool: "gh", Operation: "text.get", APIToken: tok}
+	}
+
+	envelope(t, h.run("", req(a.APIToken)))
+	if ev := h.audit.waitFor(t, audit.EventProxied); ev.SessionID != a.ID {
+		t.Errorf("audited under session %q, want %q", ev.SessionID, a.ID)
+	}
+	// A header, when sent, is the credential; the body's token is ignored.
+	envelope(t, h.run(a.APIToken, req("not-a-token")))
+
+	upstream := h.up.count.Load()
+	tests := []struct {
+		name   string
+		token  string
+		body   any
+		hdr    []string
+		status int
+		code   string
+	}{
+		{"no token anywhere", "", req(""), nil, http.StatusUnauthorized, CodeUnauthorized},
+		{"wrong body token", "", req("tok-wrong"), nil, http.StatusUnauthorized, CodeUnauthorized},
+		{"ended session", "", req(ended.APIToken), nil, http.StatusUnauthorized, CodeSessionEnded},
+		{"wrong header beats a good body token", "tok-wrong", req(a.APIToken), nil, http.StatusUnauthorized, CodeUnauthorized},
+		{"other session's id header", "", req(a.APIToken), []string{HeaderSessionID, b.ID}, http.StatusForbidden, CodeSessionMismatch},
+		{"not JSON", "", `{"api_token":`, nil, http.StatusBadRequest, CodeInvalidBody},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.run(tc.token, tc.body, tc.hdr...)
+			if r.status != tc.status || r.errCode(t) != tc.code {
+				t.Errorf("run = %d %s, want %d %s", r.status, r.body, tc.status, tc.code)
+			}
+			if strings.Contains(string(r.body), a.APIToken) {
+				t.Errorf("the reply echoes the token: %s", r.body)
+			}
+		})
+	}
+	// Only the run endpoint takes a body token.
+	r := h.do(http.MethodPost, "/v1/sandbox-proxy/requests", "", map[string]string{"api_token": a.APIToken})
+	if r.status != http.StatusUnauthorized || r.errCode(t) != CodeUnauthorized {
+		t.Errorf("sandbox-proxy with a body token = %d %s, want 401 unauthorized", r.status, r.body)
+	}
+	if n := h.up.count.Load(); n != upstream {
+		t.Errorf("refused calls reached the upstream %d times", n-upstream)
+	}
+	h.assertNoSecrets(a.APIToken, b.APIToken)
+}

@@ -23,6 +23,10 @@ type RunRequest struct {
 	Tool         string         `json:"tool"`
 	Operation    string         `json:"operation"`
 	Args         map[string]any `json:"args,omitempty"`
+	// APIToken is the session's API token for a client that sends no
+	// Authorization header (BusyBox wget shims); it is used only to
+	// authenticate, and an Authorization header, when sent, wins.
+	APIToken string `json:"api_token,omitempty"`
 }
 
 // decodeJSON strictly decodes one JSON object from r into v: unknown

@@ -9,11 +9,14 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -208,6 +211,11 @@ const (
 	authNone authKind = iota + 1
 	authAdmin
 	authSession
+	// authSessionOrBody is authSession that also takes the session's API
+	// token from the JSON body's "api_token" member when no Authorization
+	// header is sent: a client such as BusyBox wget can send headers only
+	// as arguments, where the token would show in every process listing.
+	authSessionOrBody
 )
 
 // route is one row of the route table.
@@ -228,7 +236,7 @@ func (s *Server) routes() []route {
 		{http.MethodDelete, "/v1/sessions/:id", authAdmin, s.endSession},
 		{http.MethodGet, "/v1/approvals", authAdmin, s.listApprovals},
 		{http.MethodPost, "/v1/approvals/:id", authAdmin, s.decideApproval},
-		{http.MethodPost, "/v1/connector-operations/run", authSession, s.runOperation},
+		{http.MethodPost, "/v1/connector-operations/run", authSessionOrBody, s.runOperation},
 		{http.MethodPost, "/v1/sandbox-proxy/requests", authSession, s.sandboxProxy},
 	}
 }
@@ -246,6 +254,8 @@ func (s *Server) newEcho() *echo.Echo {
 			mw = append(mw, s.requireAdmin)
 		case authSession:
 			mw = append(mw, s.requireSession)
+		case authSessionOrBody:
+			mw = append(mw, s.requireSessionOrBodyToken)
 		}
 		e.Add(r.method, r.path, r.handler, mw...)
 	}
@@ -424,23 +434,59 @@ func (s *Server) requireSession(next echo.HandlerFunc) echo.HandlerFunc {
 			return apiErr(http.StatusUnauthorized, CodeUnauthorized,
 				"this endpoint needs the session's API token (Authorization: Bearer <api_token>)")
 		}
-		sess, err := s.cfg.Sessions.AuthenticateAPI(tok)
-		switch {
-		case errors.Is(err, session.ErrSessionExpired):
-			return apiErr(http.StatusUnauthorized, CodeSessionExpired, "the session has expired; create a new one")
-		case errors.Is(err, session.ErrSessionEnded):
-			return apiErr(http.StatusUnauthorized, CodeSessionEnded, "the session has ended; create a new one")
-		case err != nil:
-			return apiErr(http.StatusUnauthorized, CodeUnauthorized,
-				"the API token is not valid for any live session; use the api_token returned when the session was created")
-		}
-		if hdr := c.Request().Header.Get(HeaderSessionID); hdr != "" && hdr != sess.ID {
-			return apiErr(http.StatusForbidden, CodeSessionMismatch,
-				fmt.Sprintf("%s names a different session than the API token; a token acts only for its own session", HeaderSessionID))
-		}
-		c.Set(ctxSession, sess)
-		return next(c)
+		return s.withSession(c, tok, next)
 	}
+}
+
+// requireSessionOrBodyToken is requireSession that, without an
+// Authorization header, takes the token from the JSON body's "api_token"
+// (authSessionOrBody). The body, already bounded by guard, is read whole
+// and handed on unchanged.
+func (s *Server) requireSessionOrBodyToken(next echo.HandlerFunc) echo.HandlerFunc {
+	withHeader := s.requireSession(next)
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.Header.Get("Authorization") != "" || r.Body == nil {
+			return withHeader(c)
+		}
+		raw, err := io.ReadAll(r.Body)
+		if err != nil {
+			return bodyError(err)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+		var probe struct {
+			APIToken string `json:"api_token"`
+		}
+		if err := json.Unmarshal(raw, &probe); err != nil {
+			return bodyError(err)
+		}
+		if probe.APIToken == "" {
+			return apiErr(http.StatusUnauthorized, CodeUnauthorized,
+				"this endpoint needs the session's API token (Authorization: Bearer <api_token>, or \"api_token\" in the body)")
+		}
+		return s.withSession(c, probe.APIToken, next)
+	}
+}
+
+// withSession authenticates tok as a session's API token and runs next with
+// the session set.
+func (s *Server) withSession(c echo.Context, tok string, next echo.HandlerFunc) error {
+	sess, err := s.cfg.Sessions.AuthenticateAPI(tok)
+	switch {
+	case errors.Is(err, session.ErrSessionExpired):
+		return apiErr(http.StatusUnauthorized, CodeSessionExpired, "the session has expired; create a new one")
+	case errors.Is(err, session.ErrSessionEnded):
+		return apiErr(http.StatusUnauthorized, CodeSessionEnded, "the session has ended; create a new one")
+	case err != nil:
+		return apiErr(http.StatusUnauthorized, CodeUnauthorized,
+			"the API token is not valid for any live session; use the api_token returned when the session was created")
+	}
+	if hdr := c.Request().Header.Get(HeaderSessionID); hdr != "" && hdr != sess.ID {
+		return apiErr(http.StatusForbidden, CodeSessionMismatch,
+			fmt.Sprintf("%s names a different session than the API token; a token acts only for its own session", HeaderSessionID))
+	}
+	c.Set(ctxSession, sess)
+	return next(c)
 }
 
 func (s *Server) healthz(c echo.Context) error {

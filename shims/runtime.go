@@ -155,12 +155,6 @@ trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-printf '{"connector_fqn":%s,"tool":%s,"operation":%s,"args":%s}' \
-	"$aileron_fqn" "$aileron_tool" "$aileron_op" "$aileron_args" >"$aileron_tmp/request" || {
-	aileron_err "cannot write the request to $aileron_tmp"
-	exit 70
-}
-
 # GNU wget shows error bodies only with --content-on-error, which BusyBox
 # wget lacks: BusyBox discards the daemon's error replies and prints no
 # headers for them, so only their HTTP status is known (docs/shims.md).
@@ -168,6 +162,25 @@ case $(wget --help 2>&1) in
 *content-on-error*) aileron_gnu=1 ;;
 *) aileron_gnu=0 ;;
 esac
+
+# BusyBox wget takes headers only as arguments, where the token would show
+# in every process listing (the host's too); it goes in the request body,
+# a private file, instead. printf is a shell builtin: no argv either.
+aileron_auth=
+if [ "$aileron_gnu" = 0 ]; then
+	case $AILERON_TOKEN in
+	*[!A-Za-z0-9._~+/=-]*)
+		aileron_err "AILERON_TOKEN has characters an API token never has; use the api_token of an Aileron session"
+		exit 69
+		;;
+	esac
+	aileron_auth=",\"api_token\":\"$AILERON_TOKEN\""
+fi
+printf '{"connector_fqn":%s,"tool":%s,"operation":%s,"args":%s%s}' \
+	"$aileron_fqn" "$aileron_tool" "$aileron_op" "$aileron_args" "$aileron_auth" >"$aileron_tmp/request" || {
+	aileron_err "cannot write the request to $aileron_tmp"
+	exit 70
+}
 aileron_url="${AILERON_API_URL%/}/connector-operations/run"
 set -- -S -O "$aileron_tmp/body" --post-file "$aileron_tmp/request" \
 	--header 'Content-Type: application/json'
@@ -186,10 +199,9 @@ if [ "$aileron_gnu" = 1 ]; then
 	}
 	set -- "$@" --config="$aileron_tmp/wgetrc" -nv --tries=1 --max-redirect=0 --no-proxy --content-on-error
 else
-	# BusyBox wget has no startup file: the token is in its argv, visible
-	# in /proc inside the sandbox, whose environment holds it anyway.
-	# BusyBox wget never retries; -Y off calls the daemon directly.
-	set -- "$@" -q -Y off --header "Authorization: Bearer $AILERON_TOKEN"
+	# The token is in the request body (above). BusyBox wget never
+	# retries; -Y off calls the daemon directly.
+	set -- "$@" -q -Y off
 fi
 LC_ALL=C wget "$@" "$aileron_url" 2>"$aileron_tmp/log"
 aileron_rc=$?

@@ -53,6 +53,7 @@ type runRequest struct {
 	Tool         string          `json:"tool"`
 	Operation    string          `json:"operation"`
 	Args         json.RawMessage `json:"args"`
+	APIToken     string          `json:"api_token"` // BusyBox shims, which send no Authorization
 }
 
 // emuCall is what the emulator saw of one request.
@@ -65,6 +66,9 @@ type emuCall struct {
 type runEmulator struct {
 	mu    sync.Mutex
 	calls []emuCall
+	// argvWithToken lists the command lines, read from /proc while a
+	// request was being served, that held the token.
+	argvWithToken []string
 	// arrived receives once per request to the "approval" operation, which
 	// is then held until release is closed (like a pending approval).
 	arrived chan struct{}
@@ -84,6 +88,16 @@ func (e *runEmulator) snapshot() []emuCall {
 	return append([]emuCall(nil), e.calls...)
 }
 
+// last returns the latest request the emulator saw.
+func (e *runEmulator) last(t *testing.T) emuCall {
+	t.Helper()
+	calls := e.snapshot()
+	if len(calls) == 0 {
+		t.Fatal("the emulator saw no request")
+	}
+	return calls[len(calls)-1]
+}
+
 func apiError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -94,15 +108,18 @@ func (e *runEmulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	call := emuCall{header: r.Header.Clone(), body: body}
 	_ = json.Unmarshal(body, &call.req)
+	leaks := argvHolding(emuToken) // the client is waiting for this reply
 	e.mu.Lock()
 	e.calls = append(e.calls, call)
+	e.argvWithToken = append(e.argvWithToken, leaks...)
 	e.mu.Unlock()
+	auth := r.Header.Get("Authorization")
 
 	switch {
 	case r.Method != http.MethodPost || r.URL.Path != "/v1"+RunPath:
 		apiError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
 		return
-	case r.Header.Get("Authorization") != "Bearer "+emuToken:
+	case auth != "Bearer "+emuToken && (auth != "" || call.req.APIToken != emuToken):
 		apiError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid session token")
 		return
 	case r.Header.Get(HeaderSessionID) != "" && r.Header.Get(HeaderSessionID) != emuSession:
@@ -286,7 +303,11 @@ func testShimPair(t *testing.T, pair shellPair, script string) {
 			wantCode: ExitOK, wantStdout: str(strings.TrimSpace(awkwardArgs)), wantCalls: 1,
 			check: func(t *testing.T, calls []emuCall, res runResult) {
 				c := calls[0]
-				want := `{"connector_fqn":"` + emuFQN + `","tool":"Emu","operation":"echo","args":` + awkwardArgs + `}`
+				auth := "" // BusyBox wget: the token travels in the body
+				if !pair.gnu {
+					auth = `,"api_token":"` + emuToken + `"`
+				}
+				want := `{"connector_fqn":"` + emuFQN + `","tool":"Emu","operation":"echo","args":` + awkwardArgs + auth + `}`
 				if string(c.body) != want {
 					t.Errorf("request body = %q, want %q", c.body, want)
 				}
@@ -481,15 +502,29 @@ func testShimPair(t *testing.T, pair shellPair, script string) {
 	})
 
 	t.Run("token not in argv", func(t *testing.T) {
-		if !pair.gnu {
-			// BusyBox sh runs its own wget applet, and BusyBox wget can
-			// only take the token as an argument (docs/shims.md).
-			t.Skip("BusyBox wget takes the token in argv by design")
-		}
+		emu.mu.Lock()
+		emu.argvWithToken = nil
+		emu.mu.Unlock()
 		logPath := filepath.Join(t.TempDir(), wrapperArgvLog)
 		res := runPair(t, pair, script, srv.URL, map[string]string{"WGET_ARGV_LOG": logPath}, "echo")
 		if res.code != 0 {
 			t.Fatalf("emu echo: exit %d, stderr %q", res.code, res.stderr)
+		}
+		// Read from /proc while wget waited for the reply: this covers
+		// BusyBox sh's own wget applet, which the wrapper cannot see.
+		emu.mu.Lock()
+		leaks := emu.argvWithToken
+		emu.mu.Unlock()
+		if len(leaks) > 0 {
+			t.Errorf("while the call was served, these command lines held the token: %q", leaks)
+		}
+		last := emu.last(t)
+		if pair.gnu != (last.header.Get("Authorization") == "Bearer "+emuToken) || pair.gnu == (last.req.APIToken == emuToken) {
+			t.Errorf("token sent as Authorization %q, api_token %q; want the header from GNU wget and the body from BusyBox",
+				last.header.Get("Authorization"), last.req.APIToken)
+		}
+		if !pair.gnu {
+			return
 		}
 		argv, err := os.ReadFile(logPath)
 		if err != nil {
@@ -549,4 +584,18 @@ func pairCommand(t *testing.T, pair shellPair, script, base string, overrides ma
 	}
 	argv := append(append(append([]string(nil), pair.shell...), script), args...)
 	return t.TempDir(), list, argv
+}
+
+// argvHolding returns the command lines of running processes that contain
+// secret.
+func argvHolding(secret string) []string {
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []string
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, []byte(secret)) {
+			out = append(out, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
 }
