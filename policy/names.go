@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,7 +79,7 @@ func parseFQN(s string) (FQN, []string) {
 	if at := strings.IndexByte(rest, '@'); at >= 0 {
 		rest, version = rest[:at], rest[at+1:]
 	}
-	if !isFQNScheme(f.Scheme) {
+	if !slices.Contains(fqnSchemes[:], f.Scheme) {
 		problems = append(problems, fmt.Sprintf("scheme %q is not supported; use github, gitlab, hub or local (e.g. \"github://%s\")", scheme, rest))
 	}
 	if strings.Contains(s, "@") {
@@ -118,15 +119,6 @@ func parseFQN(s string) (FQN, []string) {
 		f.Subpath = append([]string(nil), segs[2:]...)
 	}
 	return f, nil
-}
-
-func isFQNScheme(s string) bool {
-	for _, x := range fqnSchemes {
-		if s == x {
-			return true
-		}
-	}
-	return false
 }
 
 // isFQNSegment reports whether s is made of [A-Za-z0-9._-] only.

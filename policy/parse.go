@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -282,7 +283,7 @@ func (c *checker) object(path string, n *jnode, known ...string) (o obj, ok bool
 		c.fail(field(path, k), "duplicate key %q; JSON readers disagree on which value wins, so keep only one", k)
 	}
 	for _, k := range n.keys {
-		if !contains(known, k) {
+		if !slices.Contains(known, k) {
 			msg := fmt.Sprintf("unknown field %q is ignored", k)
 			if s := suggest(k, known); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
@@ -330,15 +331,6 @@ func (c *checker) list(o obj, key string) ([]*jnode, bool) {
 		return nil, false
 	}
 	return v.arr, true
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // suggest returns the known field closest to k (case-insensitive match or

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -516,7 +517,7 @@ func resolve(entries []Installed) {
 		var reasons []string
 		for _, cmd := range cmds {
 			users := byCmd[cmd]
-			if len(users) < 2 || !containsHash(users, e.Hash) {
+			if len(users) < 2 || !slices.ContainsFunc(users, func(u Installed) bool { return u.Hash == e.Hash }) {
 				continue
 			}
 			var others, names []string
@@ -558,15 +559,6 @@ func resolve(entries []Installed) {
 		}
 		return newer(a, b)
 	})
-}
-
-func containsHash(list []Installed, hash string) bool {
-	for _, e := range list {
-		if e.Hash == hash {
-			return true
-		}
-	}
-	return false
 }
 
 // describe names an entry as "<fqn> <version>" or "<fqn>" when unversioned.

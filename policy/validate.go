@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -239,7 +241,7 @@ func (c *checker) enum(o obj, key, hint string, allowed ...string) string {
 	if !ok || v == "" {
 		return ""
 	}
-	if !contains(allowed, v) {
+	if !slices.Contains(allowed, v) {
 		c.fail(field(o.path, key), "%q is not valid; use %s, or leave it out", v, hint)
 	}
 	return v
@@ -260,7 +262,7 @@ func (c *checker) hosts(path string, nodes []*jnode) []string {
 			continue
 		}
 		norm := formatHostPort(h, port)
-		key := NormalizeHost(norm)
+		key := formatHostPort(h, cmp.Or(port, 443)) // NormalizeHost(norm), without parsing it again
 		if first, dup := seen[key]; dup {
 			c.warn(hp, "duplicate host %q (same as %s); it is ignored", hn.str, index(path, first))
 			continue
@@ -301,7 +303,7 @@ func (c *checker) checkPath(at, p string, inputs map[string]bool) []string {
 				c.fail(at, "segment %q of %q mixes a template with other text; a template must be a whole segment like \"/{id}\"", seg, p)
 			case !IsValidName(name):
 				c.fail(at, "template %q of %q must be {name} where name uses letters, digits, '.', '_', ':' and '-'", seg, p)
-			case contains(templates, name):
+			case slices.Contains(templates, name):
 				c.fail(at, "template {%s} appears more than once in %q; use distinct names", name, p)
 			case !inputs[name]:
 				templates = append(templates, name)
@@ -471,7 +473,7 @@ func (c *checker) auditSource(at, v, opPath string, pathOK bool, templates []str
 		c.fail(at, "%q refers to input %q, which the operation does not declare; add it to inputs or use one of: %s", v, name, listOrNone(inputs))
 	case kind == "path" && opPath == "":
 		c.fail(at, "%q refers to a path template, but the operation has no path", v)
-	case kind == "path" && pathOK && !contains(templates, name):
+	case kind == "path" && pathOK && !slices.Contains(templates, name):
 		c.fail(at, "%q refers to template {%s}, which path %q does not have", v, name, opPath)
 	}
 }
