@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -245,7 +246,7 @@ func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) 
 	}
 
 	values := map[string]any{}
-	for _, k := range sortedKeys(args) {
+	for _, k := range slices.Sorted(maps.Keys(args)) {
 		in, declared := inputs[k]
 		if !declared && !isTemplate[k] {
 			msg := "unknown argument; this operation takes no arguments"
@@ -308,7 +309,7 @@ func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) 
 		c.contentType = "application/json"
 	} else {
 		query = url.Values{}
-		for _, k := range sortedKeys(values) {
+		for _, k := range slices.Sorted(maps.Keys(values)) {
 			switch x := values[k].(type) {
 			case []any:
 				for _, el := range x {
@@ -334,15 +335,6 @@ func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) 
 	c.url = u
 	c.auditArgs = auditArgsHeader(op, args)
 	return c, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // urlHost turns a spec host ("h", "h:8443", "[::1]:8443") into a URL host,

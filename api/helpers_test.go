@@ -233,34 +233,6 @@ func deadAddr(t *testing.T) string {
 	return addr
 }
 
-// registryAdapter lets the proxy authenticate against the registry (the
-// daemon has its own equivalent).
-type registryAdapter struct{ r *session.Registry }
-
-func (a registryAdapter) AuthenticateProxy(id, secret string) (proxy.Session, error) {
-	s, err := a.r.AuthenticateProxy(id, secret)
-	if err != nil {
-		return proxy.Session{}, err
-	}
-	return proxy.Session{ID: s.ID, Scope: s.Scope, CA: s.CA, ExpiresAt: s.ExpiresAt}, nil
-}
-
-type approverAdapter struct{ b *approval.Broker }
-
-func (a approverAdapter) Await(ctx context.Context, r proxy.ApprovalRequest) proxy.ApprovalOutcome {
-	switch a.b.Await(ctx, approval.Request{
-		SessionID: r.SessionID, ConnectorFQN: r.ConnectorFQN, Tool: r.Tool, Operation: r.Operation,
-		Method: r.Method, Host: r.Host, Path: r.Path, Fields: r.Fields,
-	}) {
-	case approval.OutcomeApproved:
-		return proxy.ApprovalApproved
-	case approval.OutcomeTimeout:
-		return proxy.ApprovalTimedOut
-	default:
-		return proxy.ApprovalDenied
-	}
-}
-
 func newHarness(t *testing.T, opts harnessOptions) *harness {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
@@ -339,11 +311,11 @@ func (h *harness) startProxy(logger *zap.Logger) string {
 	upAddr := h.up.srv.Listener.Addr().String()
 	p, err := proxy.New(proxy.Config{
 		Logger:      logger,
-		Sessions:    registryAdapter{h.reg},
+		Sessions:    ProxySessions{Registry: h.reg},
 		Policy:      h.snap.Load,
 		Credentials: func() proxy.CredentialSource { return res },
 		Audit:       h.audit,
-		Approver:    approverAdapter{h.broker},
+		Approver:    ProxyApprover{Broker: h.broker},
 		InternalKey: internalKey,
 		Resolve:     map[string]string{hostGH + ":443": upAddr, hostOth + ":443": upAddr},
 		SystemRoots: x509.NewCertPool(),

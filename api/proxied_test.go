@@ -3,8 +3,8 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -378,14 +378,13 @@ func TestApprovalRememberedForSession(t *testing.T) {
 	}
 	envelope(t, waitResponse(t, ch))
 	// The next call of the same operation is not held.
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		envelope(t, h.run(cs.APIToken, RunRequest{ConnectorFQN: fqnGH, Tool: "gh", Operation: "issues.delete",
-			Args: map[string]any{"owner": "acme", "repo": "w", "number": 8}}))
-	})
-	wg.Wait()
+	envelope(t, h.run(cs.APIToken, RunRequest{ConnectorFQN: fqnGH, Tool: "gh", Operation: "issues.delete",
+		Args: map[string]any{"owner": "acme", "repo": "w", "number": 8}}))
 	if n := h.up.count.Load(); n != 2 {
 		t.Errorf("upstream received %d requests, want 2", n)
+	}
+	if n := len(h.audit.byName(audit.EventApprovalRequested)); n != 1 {
+		t.Errorf("%d approval.requested events, want 1 (the remembered call must not be held)", n)
 	}
 }
 
@@ -446,4 +445,29 @@ func TestRunBodyToken(t *testing.T) {
 		t.Errorf("refused calls reached the upstream %d times", n-upstream)
 	}
 	h.assertNoSecrets(a.APIToken, b.APIToken)
+}
+
+// TestProxyRetryAfterPassesThrough stands a fake proxy in that refuses
+// CONNECT with 429 (its tunnel limit): the API's 429 keeps the proxy's
+// error and its Retry-After.
+func TestProxyRetryAfterPassesThrough(t *testing.T) {
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect {
+			t.Errorf("fake proxy got %s, want CONNECT", r.Method)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "7")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"error":{"code":"too_many_tunnels","message":"too many open tunnels"}}`))
+	}))
+	t.Cleanup(fake.Close)
+	h := newHarness(t, harnessOptions{mutate: func(c *Config) { c.ProxyAddr = fake.Listener.Addr().String() }})
+	cs := h.createSession(fqnGH)
+	r := h.run(cs.APIToken, RunRequest{ConnectorFQN: fqnGH, Tool: "gh", Operation: "text.get"})
+	if r.status != http.StatusTooManyRequests || r.errCode(t) != "too_many_tunnels" {
+		t.Fatalf("= %d %s, want 429 too_many_tunnels from the proxy", r.status, r.body)
+	}
+	if got := r.header.Get("Retry-After"); got != "7" {
+		t.Errorf("Retry-After = %q, want the proxy's %q", got, "7")
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
@@ -166,7 +167,7 @@ func (s *Server) refused(sess *session.Session, source, fqn, tool, op string, e 
 		Tool:         tool,
 		Operation:    op,
 		Status:       e.Status,
-		Decision:     "denied",
+		Decision:     proxy.DecisionDenied,
 		Reason:       e.Code,
 		Source:       source,
 	})
@@ -212,11 +213,7 @@ func (s *Server) runOperation(c echo.Context) error {
 		return err
 	}
 	op := m.Operation
-	args := req.Args
-	if args == nil {
-		args = map[string]any{}
-	}
-	cl, problems := buildCall(op, args)
+	cl, problems := buildCall(op, req.Args)
 	if len(problems) > 0 {
 		msgs := make([]string, len(problems))
 		for i, p := range problems {
@@ -232,8 +229,6 @@ func (s *Server) runOperation(c echo.Context) error {
 		call:       cl,
 		idempotent: op.Idempotency.IsRetryable(),
 		source:     SourceRunEndpoint,
-		connector:  m.ConnectorFQN,
-		tool:       m.Tool,
 		operation:  op.Name,
 	})
 }

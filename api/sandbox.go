@@ -120,8 +120,6 @@ func (s *Server) sandboxProxy(c echo.Context) error {
 		header:     hdr,
 		idempotent: op.Idempotency.IsRetryable(),
 		source:     SourceSandboxProxy,
-		connector:  m.ConnectorFQN,
-		tool:       m.Tool,
 		operation:  op.Name,
 	})
 }

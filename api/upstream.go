@@ -48,8 +48,9 @@ func newClientCache(cfg Config) *clientCache {
 
 // proxyConnectError is a proxy's refusal of our CONNECT.
 type proxyConnectError struct {
-	status int
-	body   []byte
+	status     int
+	body       []byte
+	retryAfter string // the refusal's Retry-After (429 tunnel limit), or ""
 }
 
 func (e *proxyConnectError) Error() string {
@@ -73,7 +74,7 @@ func (cc *clientCache) add(s *session.Session, proxySecret string) error {
 			if res.StatusCode == http.StatusOK {
 				return nil
 			}
-			e := &proxyConnectError{status: res.StatusCode}
+			e := &proxyConnectError{status: res.StatusCode, retryAfter: res.Header.Get("Retry-After")}
 			if res.ContentLength > 0 && res.ContentLength <= 64<<10 {
 				e.body, _ = io.ReadAll(io.LimitReader(res.Body, res.ContentLength))
 			}
@@ -181,8 +182,7 @@ type outbound struct {
 	header     http.Header // extra request headers, already filtered
 	idempotent bool
 	source     string
-	// for logs
-	connector, tool, operation string
+	operation  string // for logs
 }
 
 // forward sends ob through the session's proxy and answers with the
@@ -221,6 +221,7 @@ func (s *Server) forward(c echo.Context, ob outbound) error {
 		switch {
 		case errors.As(err, &pce):
 			s.metrics.proxied.WithLabelValues(ob.source, "denied").Inc()
+			setRetryAfter(c, pce.retryAfter)
 			return proxyRefusal(pce.status, pce.body)
 		case ctx.Err() != nil:
 			s.metrics.proxied.WithLabelValues(ob.source, "error").Inc()
@@ -242,6 +243,7 @@ func (s *Server) forward(c echo.Context, ob outbound) error {
 	if d := resp.Header.Get(HeaderDecision); d != "" && d != proxy.DecisionAllowed {
 		s.metrics.proxied.WithLabelValues(ob.source, "denied").Inc()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		setRetryAfter(c, resp.Header.Get("Retry-After"))
 		return proxyRefusal(resp.StatusCode, body)
 	}
 
@@ -325,6 +327,14 @@ func (s *Server) newUpstreamRequest(ctx context.Context, ob outbound) (*http.Req
 		req.Header.Set(HeaderAuditArgs, ob.call.auditArgs)
 	}
 	return req, nil
+}
+
+// setRetryAfter passes the Retry-After of a proxy refusal on to the API's
+// error reply, so a 429 keeps its hint of when to retry.
+func setRetryAfter(c echo.Context, v string) {
+	if v != "" {
+		c.Response().Header().Set("Retry-After", v)
+	}
 }
 
 // proxyRefusal turns a response the proxy originated into the API's error,

@@ -5,6 +5,7 @@
 package daemon
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -122,7 +123,7 @@ func LoadConfigFile(path string, cfg *Config) error {
 		return fmt.Errorf("parsing config %s: %w (the file is JSON with optional comments and trailing commas)", path, err)
 	}
 	var fc fileConfig
-	dec := json.NewDecoder(strings.NewReader(string(std)))
+	dec := json.NewDecoder(bytes.NewReader(std))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
 		return fmt.Errorf("parsing config %s: %w (accepted keys: proxy_listen, api_listen, resolve, upstream_ca, passthrough, reload_interval, approval_timeout, shutdown_timeout, advertise_proxy_addr, limits)", path, err)
@@ -148,11 +149,11 @@ func LoadConfigFile(path string, cfg *Config) error {
 	if len(fc.Passthrough) > 0 {
 		cfg.Passthrough = fc.Passthrough
 	}
-	durations := []struct {
-		key string
-		v   string
-		dst *time.Duration
-	}{
+	type durationKey struct {
+		key, v string
+		dst    *time.Duration
+	}
+	durations := []durationKey{
 		{"reload_interval", fc.ReloadInterval, &cfg.ReloadInterval},
 		{"approval_timeout", fc.ApprovalTimeout, &cfg.ApprovalTimeout},
 		{"shutdown_timeout", fc.ShutdownTimeout, &cfg.ShutdownTimeout},
@@ -165,17 +166,13 @@ func LoadConfigFile(path string, cfg *Config) error {
 		cfg.Limits.MaxTunnelsPerSession = l.MaxTunnelsPerSession
 		cfg.Limits.MaxIdleConnsPerHost = l.MaxIdleConnsPerHost
 		cfg.Limits.MaxConcurrentStreams = l.MaxConcurrentStreams
-		durations = append(durations, []struct {
-			key string
-			v   string
-			dst *time.Duration
-		}{
-			{"limits.idle_timeout", l.IdleTimeout, &cfg.Limits.IdleTimeout},
-			{"limits.connect_timeout", l.ConnectTimeout, &cfg.Limits.ConnectTimeout},
-			{"limits.tls_handshake_timeout", l.TLSHandshakeTimeout, &cfg.Limits.TLSHandshakeTimeout},
-			{"limits.dial_timeout", l.DialTimeout, &cfg.Limits.DialTimeout},
-			{"limits.response_header_timeout", l.ResponseHeaderTimeout, &cfg.Limits.ResponseHeaderTimeout},
-		}...)
+		durations = append(durations,
+			durationKey{"limits.idle_timeout", l.IdleTimeout, &cfg.Limits.IdleTimeout},
+			durationKey{"limits.connect_timeout", l.ConnectTimeout, &cfg.Limits.ConnectTimeout},
+			durationKey{"limits.tls_handshake_timeout", l.TLSHandshakeTimeout, &cfg.Limits.TLSHandshakeTimeout},
+			durationKey{"limits.dial_timeout", l.DialTimeout, &cfg.Limits.DialTimeout},
+			durationKey{"limits.response_header_timeout", l.ResponseHeaderTimeout, &cfg.Limits.ResponseHeaderTimeout},
+		)
 	}
 	for _, d := range durations {
 		if d.v == "" {

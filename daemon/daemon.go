@@ -74,8 +74,8 @@ type Daemon struct {
 
 // New loads the state in cfg.Home, binds both listeners and builds every
 // component. Nothing is served until Run.
-func New(cfg Config, log *zap.Logger) (*Daemon, error) {
-	cfg, err := cfg.withDefaults()
+func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
+	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +106,12 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	if d.audit, err = audit.Open(filepath.Join(cfg.Home, AuditFile)); err != nil {
 		return nil, fmt.Errorf("opening audit log: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			d.closeListeners()
+			_ = d.audit.Close()
+		}
+	}()
 	d.broker = approval.NewBroker(approval.BrokerConfig{
 		Timeout: cfg.ApprovalTimeout,
 		Audit:   d.audit,
@@ -131,16 +137,15 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		return nil, fmt.Errorf("listening for the proxy on %s: %w (pick another address with --proxy-listen)", cfg.ProxyListen, err)
 	}
 	if d.apiLn, err = net.Listen("tcp", cfg.APIListen); err != nil {
-		d.proxyLn.Close()
 		return nil, fmt.Errorf("listening for the API on %s: %w (pick another address with --api-listen)", cfg.APIListen, err)
 	}
 	d.proxy, err = proxy.New(proxy.Config{
 		Logger:        log,
-		Sessions:      sessionAuth{d.sessions},
+		Sessions:      api.ProxySessions{Registry: d.sessions},
 		Policy:        d.snapshot.Load,
 		Credentials:   d.credentialSource,
 		Audit:         d.audit,
-		Approver:      approver{d.broker},
+		Approver:      api.ProxyApprover{Broker: d.broker},
 		Registerer:    reg,
 		LeafStats:     d.leafStats,
 		InternalKey:   internalKey,
@@ -150,7 +155,6 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		Limits:        cfg.Limits,
 	})
 	if err != nil {
-		d.closeListeners()
 		return nil, fmt.Errorf("configuring the proxy: %w", err)
 	}
 	d.api, err = api.New(api.Config{
@@ -168,7 +172,6 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		Gatherer:           reg,
 	})
 	if err != nil {
-		d.closeListeners()
 		return nil, fmt.Errorf("configuring the API: %w", err)
 	}
 	d.apiHTTP = d.api.HTTPServer()
@@ -388,33 +391,4 @@ func randomToken() (string, error) {
 		return "", fmt.Errorf("generating a token: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-// sessionAuth adapts the registry to the proxy's authenticator.
-type sessionAuth struct{ r *session.Registry }
-
-func (a sessionAuth) AuthenticateProxy(id, secret string) (proxy.Session, error) {
-	s, err := a.r.AuthenticateProxy(id, secret)
-	if err != nil {
-		return proxy.Session{}, err
-	}
-	return proxy.Session{ID: s.ID, Scope: s.Scope, CA: s.CA, ExpiresAt: s.ExpiresAt}, nil
-}
-
-// approver adapts the broker to the proxy's approver.
-type approver struct{ b *approval.Broker }
-
-func (a approver) Await(ctx context.Context, r proxy.ApprovalRequest) proxy.ApprovalOutcome {
-	out := a.b.Await(ctx, approval.Request{
-		SessionID: r.SessionID, ConnectorFQN: r.ConnectorFQN, Tool: r.Tool, Operation: r.Operation,
-		Method: r.Method, Host: r.Host, Path: r.Path, Fields: r.Fields,
-	})
-	switch out {
-	case approval.OutcomeApproved:
-		return proxy.ApprovalApproved
-	case approval.OutcomeTimeout:
-		return proxy.ApprovalTimedOut
-	default:
-		return proxy.ApprovalDenied
-	}
 }
