@@ -161,16 +161,9 @@ func (b *Broker) Await(ctx context.Context, r Request) Outcome {
 	b.mu.Lock()
 	if d, ok := b.remembered[w.key]; ok {
 		out := outcomeOf(d)
-		w.view.State = StateDecided
-		w.view.Decision = out.String()
-		w.view.Reason = ReasonRemembered
-		w.view.DecidedAt = &now
-		b.appendHistoryLocked(w.view)
+		b.settleLocked(w, out, ReasonRemembered)
 		b.mu.Unlock()
-		e := eventFor(audit.EventApprovalDecided, w.view)
-		e.Decision = out.String()
-		e.Reason = ReasonRemembered
-		b.record(e)
+		b.audited(w.view, out, ReasonRemembered)
 		return out
 	}
 	b.pending[view.ID] = w
@@ -190,15 +183,14 @@ func (b *Broker) Await(ctx context.Context, r Request) Outcome {
 	case <-ctx.Done():
 		b.finish(w, OutcomeCanceled, ReasonCanceled)
 	}
-	// Whoever finished first set the outcome before closing done.
+	// Whoever finished first set the outcome before closing done, so
+	// receiving from done orders this read after that write.
 	<-w.done
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	return w.outcome
 }
 
-// finish decides w if it is still pending and reports whether it did.
-func (b *Broker) finish(w *waiter, out Outcome, reason string) bool {
+// finish decides w if it is still pending.
+func (b *Broker) finish(w *waiter, out Outcome, reason string) {
 	b.mu.Lock()
 	ok := b.finishLocked(w, out, reason)
 	b.mu.Unlock()
@@ -206,16 +198,22 @@ func (b *Broker) finish(w *waiter, out Outcome, reason string) bool {
 		b.audited(w.view, out, reason)
 		close(w.done)
 	}
-	return ok
 }
 
-// finishLocked marks w decided; the caller audits and then closes w.done
-// outside the lock.
+// finishLocked marks w decided if it is still pending and reports whether it
+// did; the caller then audits and closes w.done outside the lock.
 func (b *Broker) finishLocked(w *waiter, out Outcome, reason string) bool {
 	if _, ok := b.pending[w.view.ID]; !ok {
 		return false
 	}
 	delete(b.pending, w.view.ID)
+	b.settleLocked(w, out, reason)
+	return true
+}
+
+// settleLocked sets w's outcome, marks its view decided and adds it to the
+// history.
+func (b *Broker) settleLocked(w *waiter, out Outcome, reason string) {
 	now := b.now()
 	w.outcome = out
 	w.view.State = StateDecided
@@ -223,7 +221,6 @@ func (b *Broker) finishLocked(w *waiter, out Outcome, reason string) bool {
 	w.view.Reason = reason
 	w.view.DecidedAt = &now
 	b.appendHistoryLocked(w.view)
-	return true
 }
 
 // audited records the approval.decided event of a finished waiter. The
@@ -279,13 +276,10 @@ func (b *Broker) Decide(id string, d Decision, remember Remember) error {
 	b.finishLocked(w, out, reason)
 	if remember == RememberSession {
 		b.remembered[w.key] = d
-		for _, other := range b.pending {
-			if other.key == w.key {
+		for _, other := range b.pending { // finishLocked deletes from b.pending, which range allows
+			if other.key == w.key && b.finishLocked(other, out, reason) {
 				finished = append(finished, other)
 			}
-		}
-		for _, other := range finished[1:] {
-			b.finishLocked(other, out, reason)
 		}
 	}
 	b.mu.Unlock()

@@ -227,8 +227,11 @@ func TestRememberSession(t *testing.T) {
 			t.Errorf("request %d: Await = %q, want approved", i+1, got)
 		}
 	}
-	rec.next(t)
-	rec.next(t)
+	for range 2 {
+		if e := rec.next(t); e.Event != audit.EventApprovalDecided || e.Decision != "approved" || e.Reason != ReasonApproved || e.Operation != "issues.create" {
+			t.Errorf("decided event = %+v, want issues.create approved", e)
+		}
+	}
 
 	// Later requests of the same (session, operation) pass at once.
 	if got := b.Await(ctx, req("ses_1", "issues.create")); got != OutcomeApproved {

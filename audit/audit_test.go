@@ -153,14 +153,12 @@ func TestRecordConcurrent(t *testing.T) {
 	const goroutines, each = 50, 200
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range each {
 				w.Record(Event{Event: EventDenied, SessionID: "s" + strconv.Itoa(g), Path: "/" + strings.Repeat("p", i*37%900),
 					Fields: map[string]string{"n": strconv.Itoa(i)}})
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if err := w.Close(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -173,17 +174,17 @@ func TestRootNameConstraintsExcludeUnusedTypes(t *testing.T) {
 			if present, critical := extCritical(root, extNameConstraints); !present || !critical {
 				t.Errorf("nameConstraints present=%v critical=%v, want critical", present, critical)
 			}
-			if !equalStrings(root.PermittedDNSDomains, tc.wantPermDNS) {
+			if !slices.Equal(root.PermittedDNSDomains, tc.wantPermDNS) {
 				t.Errorf("PermittedDNSDomains = %q, want %q", root.PermittedDNSDomains, tc.wantPermDNS)
 			}
-			if !equalStrings(root.ExcludedDNSDomains, tc.wantExclDNS) {
+			if !slices.Equal(root.ExcludedDNSDomains, tc.wantExclDNS) {
 				t.Errorf("ExcludedDNSDomains = %q, want %q", root.ExcludedDNSDomains, tc.wantExclDNS)
 			}
 			var excl []string
 			for _, r := range root.ExcludedIPRanges {
 				excl = append(excl, r.String())
 			}
-			if !equalStrings(excl, tc.wantExclIPs) {
+			if !slices.Equal(excl, tc.wantExclIPs) {
 				t.Errorf("ExcludedIPRanges = %q, want %q", excl, tc.wantExclIPs)
 			}
 			if len(root.PermittedIPRanges) != tc.wantPermIPs {
@@ -199,10 +200,6 @@ func TestRootNameConstraintsExcludeUnusedTypes(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	return len(a) == len(b) && (len(a) == 0 || reflect.DeepEqual(a, b))
 }
 
 func TestLeafCertificate(t *testing.T) {
@@ -233,7 +230,6 @@ func TestLeafCertificate(t *testing.T) {
 	serials := map[string]bool{}
 	for _, tc := range tests {
 		t.Run(tc.host, func(t *testing.T) {
-			tc := tc
 			c := mustLeaf(t, a, tc.host)
 			leaf := c.Leaf
 			if leaf == nil || len(c.Certificate) != 1 || !bytes.Equal(c.Certificate[0], leaf.Raw) {
@@ -243,7 +239,7 @@ func TestLeafCertificate(t *testing.T) {
 			if !ok || priv.Curve != elliptic.P256() || !priv.PublicKey.Equal(leaf.PublicKey) {
 				t.Errorf("Leaf(%q) private key = %T, want the ECDSA P-256 key of the leaf", tc.host, c.PrivateKey)
 			}
-			if !equalStrings(leaf.DNSNames, tc.wantDNS) {
+			if !slices.Equal(leaf.DNSNames, tc.wantDNS) {
 				t.Errorf("Leaf(%q) DNS SANs = %q, want %q", tc.host, leaf.DNSNames, tc.wantDNS)
 			}
 			if tc.wantIP == nil && len(leaf.IPAddresses) != 0 || tc.wantIP != nil && (len(leaf.IPAddresses) != 1 || !leaf.IPAddresses[0].Equal(tc.wantIP)) {

@@ -239,6 +239,8 @@ func TestGoClientHandshake(t *testing.T) {
 			if !ok || invalid.Reason != x509.CANotAuthorizedForThisName {
 				t.Errorf("Go handshake %q = %v, want CANotAuthorizedForThisName", tc.serverName, err)
 			}
+		default:
+			t.Fatalf("clientCase %q: unknown want %q", tc.name, tc.want)
 		}
 	})
 }

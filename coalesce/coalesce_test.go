@@ -39,16 +39,14 @@ func TestConcurrentWritesStayWholeAndOrdered(t *testing.T) {
 	const writers, lines = 8, 500
 	var wg sync.WaitGroup
 	for g := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range lines {
 				line := fmt.Sprintf("writer %d line %d %s\n", g, i, strings.Repeat("x", i%37))
 				if n, err := c.Write([]byte(line)); n != len(line) || err != nil {
 					t.Errorf("Write = %d, %v; want %d, nil", n, err, len(line))
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if err := c.Close(); err != nil {

@@ -1,11 +1,13 @@
 package session
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,7 +131,7 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 	}
 	now := r.now()
 	authority, err := ca.New(ca.Config{
-		Hosts:      caHosts(hosts),
+		Hosts:      hosts, // ca drops the ports and duplicates
 		Validity:   ttl,
 		Now:        r.now,
 		CommonName: "aileron-proxy session " + id,
@@ -275,13 +277,7 @@ func (r *Registry) List() []*Session {
 	r.mu.Unlock()
 	r.notify(ends)
 	slices.SortFunc(out, func(a, b *Session) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		if a.ID < b.ID {
-			return -1
-		}
-		return 1
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
 	return out
 }
@@ -299,11 +295,8 @@ func (r *Registry) end(id string, exitCode *int) error {
 	now := r.now()
 	r.mu.Lock()
 	e, ok := r.byID[id]
-	var err error
-	switch {
-	case !ok:
-		err = ErrUnknownSession
-	default:
+	err := ErrUnknownSession
+	if ok {
 		if err = r.checkLocked(e, now, &ends); err == nil {
 			e.ended = true
 			e.endedAt = now

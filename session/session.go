@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -210,18 +209,3 @@ func (e *UnknownConnectorsError) Error() string { return e.msg }
 
 // Is makes errors.Is(err, ErrInvalidOptions) true.
 func (e *UnknownConnectorsError) Is(target error) bool { return target == ErrInvalidOptions }
-
-// caHosts strips ports from normalized host:port values for the CA's name
-// constraints, de-duplicated and sorted.
-func caHosts(hostports []string) []string {
-	var out []string
-	for _, hp := range hostports {
-		h, _, err := net.SplitHostPort(hp)
-		if err != nil {
-			h = strings.Trim(hp, "[]")
-		}
-		out = append(out, h)
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
