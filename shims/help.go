@@ -17,7 +17,8 @@ const exitCodesHelp = `Output: the upstream response body on stdout, as the upst
 --json prints the daemon's whole response envelope instead.
 Exit status: 0 upstream 2xx; 1 upstream non-2xx (body printed, status on
 stderr); 64 usage error or invalid args; 69 daemon unreachable or
-AILERON_API_URL unset; 77 denied (policy, approval or credential).
+AILERON_API_URL unset; 70 cannot create temporary files; 76 daemon reply
+without the shim protocol; 77 denied (policy, approval or credential).
 `
 
 // toolHelp renders `<tool> --help`.
@@ -231,8 +232,6 @@ func clean(s string) string {
 			b.WriteRune(r)
 		case r == '\t':
 			b.WriteString("  ")
-		case r == utf8.RuneError:
-			b.WriteRune(r)
 		case unicode.IsControl(r) || isInvisibleFormat(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:

@@ -69,6 +69,9 @@ type runEmulator struct {
 	// argvWithToken lists the command lines, read from /proc while a
 	// request was being served, that held the token.
 	argvWithToken []string
+	// clientArgvSeen is set when a command line holding the run URL (the
+	// waiting wget's) was among them: proof that the scan can see wget.
+	clientArgvSeen bool
 	// arrived receives once per request to the "approval" operation, which
 	// is then held until release is closed (like a pending approval).
 	arrived chan struct{}
@@ -109,9 +112,11 @@ func (e *runEmulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	call := emuCall{header: r.Header.Clone(), body: body}
 	_ = json.Unmarshal(body, &call.req)
 	leaks := argvHolding(emuToken) // the client is waiting for this reply
+	client := len(argvHolding(RunPath)) > 0
 	e.mu.Lock()
 	e.calls = append(e.calls, call)
 	e.argvWithToken = append(e.argvWithToken, leaks...)
+	e.clientArgvSeen = e.clientArgvSeen || client
 	e.mu.Unlock()
 	auth := r.Header.Get("Authorization")
 
@@ -503,7 +508,7 @@ func testShimPair(t *testing.T, pair shellPair, script string) {
 
 	t.Run("token not in argv", func(t *testing.T) {
 		emu.mu.Lock()
-		emu.argvWithToken = nil
+		emu.argvWithToken, emu.clientArgvSeen = nil, false
 		emu.mu.Unlock()
 		logPath := filepath.Join(t.TempDir(), wrapperArgvLog)
 		res := runPair(t, pair, script, srv.URL, map[string]string{"WGET_ARGV_LOG": logPath}, "echo")
@@ -513,8 +518,11 @@ func testShimPair(t *testing.T, pair shellPair, script string) {
 		// Read from /proc while wget waited for the reply: this covers
 		// BusyBox sh's own wget applet, which the wrapper cannot see.
 		emu.mu.Lock()
-		leaks := emu.argvWithToken
+		leaks, seen := emu.argvWithToken, emu.clientArgvSeen
 		emu.mu.Unlock()
+		if !seen {
+			t.Errorf("no command line in /proc held %q while the call was served; the argv check saw nothing", RunPath)
+		}
 		if len(leaks) > 0 {
 			t.Errorf("while the call was served, these command lines held the token: %q", leaks)
 		}

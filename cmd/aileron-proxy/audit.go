@@ -46,7 +46,7 @@ with "-" for empty values, and exit=N on session.ended events of launched sandbo
 		Example: `  aileron-proxy audit tail -n 20
   aileron-proxy audit tail -f --session SESSION_ID
   aileron-proxy audit tail --json | jq 'select(.decision == "denied")'`,
-		Args: credentialArgs(0, ""),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Lines < 0 {
 				return usageError(fmt.Errorf("-n %d: pass a positive number of events, or omit -n for all", opts.Lines))

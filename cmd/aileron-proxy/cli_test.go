@@ -7,7 +7,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,16 +37,7 @@ func runCLI(t *testing.T, home, stdin string, env map[string]string, args ...str
 	root.SetArgs(append([]string{"--home", home}, args...))
 	ctx, cancel := context.WithTimeout(t.Context(), runCLITimeout)
 	defer cancel()
-	if err := root.ExecuteContext(ctx); err != nil {
-		code = exitFailure
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code, err = ee.code, ee.err // a nil err exits silently
-		}
-		if err != nil {
-			fmt.Fprintf(&errOut, "error: %s\n", err)
-		}
-	}
+	code = exitStatus(root.ExecuteContext(ctx), &errOut)
 	return out.String(), errOut.String(), code
 }
 

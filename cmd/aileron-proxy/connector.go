@@ -71,16 +71,16 @@ Prints "installed <fqn> <version> sha256:<hex>". Exit status: 0 installed,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := policy.OpenStore(a.home)
 			if err != nil {
-				return withCode(exitFailure, err)
+				return err
 			}
 			inst, err := st.Install(args[0], policy.InstallOptions{Force: force})
 			if err != nil {
 				var ve *policy.ValidationError
 				if errors.As(err, &ve) {
 					connPrintProblems(a.stderr, "", ve.Problems)
-					return withCode(exitFailure, fmt.Errorf("%s is not a valid connector spec (%s); nothing was installed", args[0], connPlural(len(ve.Problems), "problem")))
+					return fmt.Errorf("%s is not a valid connector spec (%s); nothing was installed", args[0], connPlural(len(ve.Problems), "problem"))
 				}
-				return withCode(exitFailure, err)
+				return err
 			}
 			fmt.Fprintf(a.stdout, "installed %s %s %s\n", inst.Spec.Connector.FQN, connVersionLabel(inst.Spec.Connector.Version), inst.Hash)
 			if !inst.IsActive() {
@@ -114,11 +114,11 @@ tools. The status is one of:
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := policy.OpenStore(a.home)
 			if err != nil {
-				return withCode(exitFailure, err)
+				return err
 			}
 			entries, err := st.List()
 			if err != nil {
-				return withCode(exitFailure, err)
+				return err
 			}
 			if asJSON {
 				return connWriteJSON(a.stdout, entries)
@@ -152,7 +152,7 @@ invalid. Exit status: 0 valid, 1 invalid or unreadable, 2 usage error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := connReadSpec(args[0])
 			if err != nil {
-				return withCode(exitFailure, err)
+				return err
 			}
 			spec, warnings, err := policy.ParseSpec(data)
 			connPrintProblems(a.stdout, "warning: ", warnings)
@@ -161,12 +161,12 @@ invalid. Exit status: 0 valid, 1 invalid or unreadable, 2 usage error.`,
 			switch {
 			case errors.As(err, &ve):
 				connPrintProblems(a.stdout, "", ve.Problems)
-				return withCode(exitFailure, fmt.Errorf("%s is not a valid connector spec (%s)", args[0], connPlural(len(ve.Problems), "problem")))
+				return fmt.Errorf("%s is not a valid connector spec (%s)", args[0], connPlural(len(ve.Problems), "problem"))
 			case errors.As(err, &se):
 				fmt.Fprintln(a.stdout, se.Error())
-				return withCode(exitFailure, fmt.Errorf("%s is not valid JSON", args[0]))
+				return fmt.Errorf("%s is not valid JSON", args[0])
 			case err != nil:
-				return withCode(exitFailure, fmt.Errorf("validating %s: %w", args[0], err))
+				return fmt.Errorf("validating %s: %w", args[0], err)
 			}
 			ops, notProxyable := 0, 0
 			for _, t := range spec.Tools {
@@ -206,7 +206,7 @@ removed, 1 nothing matched or I/O error, 2 usage error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := policy.OpenStore(a.home)
 			if err != nil {
-				return withCode(exitFailure, err)
+				return err
 			}
 			removed, err := st.Remove(args[0])
 			for _, e := range removed {
@@ -216,10 +216,7 @@ removed, 1 nothing matched or I/O error, 2 usage error.`,
 				}
 				fmt.Fprintf(a.stdout, "removed %s %s %s\n", e.Spec.Connector.FQN, connVersionLabel(e.Spec.Connector.Version), e.Hash)
 			}
-			if err != nil {
-				return withCode(exitFailure, err)
-			}
-			return nil
+			return err
 		},
 	}
 }

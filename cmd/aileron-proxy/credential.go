@@ -19,19 +19,6 @@ import (
 // credentialStorePath returns $AILERON_HOME/credentials.json.
 func credentialStorePath(a *app) string { return a.homePath(daemon.CredentialsFile) }
 
-// credentialArgs requires exactly n positional arguments, as a usage error.
-func credentialArgs(n int, what string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			if n == 0 {
-				return usageError(fmt.Errorf("%s takes no arguments; see `%s --help`", cmd.CommandPath(), cmd.CommandPath()))
-			}
-			return usageError(fmt.Errorf("%s takes %s; see `%s --help`", cmd.CommandPath(), what, cmd.CommandPath()))
-		}
-		return nil
-	}
-}
-
 func newCredentialCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "credential COMMAND",
@@ -95,11 +82,11 @@ Secrets shorter than 4 bytes are refused: they cannot be scrubbed from responses
 		Example: `  aileron-proxy credential set github://acme/aileron-connector-github --kind bearer --from-exec 'gh auth token'
   printf %s "$JIRA_API_TOKEN" | aileron-proxy credential set github://acme/jira --kind basic --username me@example.com --stdin
   aileron-proxy credential set github://acme/google --kind oauth2 --token-url https://oauth2.googleapis.com/token --client-id ID --client-secret-from-env GOOGLE_CLIENT_SECRET --refresh-token-from-file ~/.config/google/refresh --scope https://www.googleapis.com/auth/gmail.readonly`,
-		Args: credentialArgs(1, "one argument, the connector FQN"),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fqn, err := policy.ParseFQN(args[0])
 			if err != nil {
-				return usageError(fmt.Errorf("connector FQN %s", err))
+				return usageError(fmt.Errorf("connector FQN %w", err))
 			}
 			b, err := f.binding(cmd, a, fqn.String())
 			if err != nil {
@@ -294,7 +281,7 @@ func newCredentialListCmd(a *app) *cobra.Command {
 		Long:  "List every credential binding: connector, kind, where the secret comes from (environment variable name, file path, command, stored or oauth2) and where it is placed. Secret values are never printed.",
 		Example: `  aileron-proxy credential list
   aileron-proxy credential list --json`,
-		Args: credentialArgs(0, ""),
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
 			file, err := credentials.LoadFile(credentialStorePath(a))
 			if err != nil {
@@ -335,7 +322,7 @@ func newCredentialRemoveCmd(a *app) *cobra.Command {
 		Long:  "Remove the credential of kind KIND for connector FQN, or every credential of that connector when --kind is not given. Exit status 1 when there is nothing to remove.",
 		Example: `  aileron-proxy credential remove github://acme/aileron-connector-github
   aileron-proxy credential remove github://acme/google --kind oauth2`,
-		Args: credentialArgs(1, "one argument, the connector FQN"),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fqn := args[0]
 			if f, err := policy.ParseFQN(fqn); err == nil {
@@ -371,7 +358,7 @@ func newCredentialRemoveCmd(a *app) *cobra.Command {
 				if kind != "" {
 					what = "no " + kind + " credential"
 				}
-				return withCode(exitFailure, fmt.Errorf("removing credentials: %s for %s; see `aileron-proxy credential list`", what, fqn))
+				return fmt.Errorf("removing credentials: %s for %s; see `aileron-proxy credential list`", what, fqn)
 			}
 			if err := file.Save(credentialStorePath(a)); err != nil {
 				return err

@@ -132,7 +132,7 @@ func TestCredentialUsageErrors(t *testing.T) {
 		args  []string
 		want  string
 	}{
-		{"no fqn", "", []string{"--kind", "bearer", "--from-env", "X"}, "takes one argument, the connector FQN"},
+		{"no fqn", "", []string{"--kind", "bearer", "--from-env", "X"}, "accepts 1 arg(s), received 0; usage: aileron-proxy credential set FQN --kind KIND"},
 		{"no kind", "", []string{fqn, "--from-env", "X"}, "--kind is required"},
 		{"bad kind", "", []string{fqn, "--kind", "token", "--from-env", "X"}, `--kind "token" is not a credential kind`},
 		{"no source", "", []string{fqn, "--kind", "bearer"}, "pass exactly one secret source: --from-env VAR"},

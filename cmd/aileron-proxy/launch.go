@@ -17,7 +17,6 @@ import (
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/daemon"
 	"github.com/aileron-dev/aileron-proxy/launcher"
-	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
 // How long launch waits for an in-process daemon to start and to stop.
@@ -119,16 +118,9 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 	for _, w := range plan.Warnings {
 		log.Warn(w)
 	}
-	store, err := policy.OpenStore(a.home)
+	store, loaded, err := a.loadConnectors(func(p string) { log.Warn(p) })
 	if err != nil {
 		return err
-	}
-	loaded, err := store.Load()
-	if err != nil {
-		return fmt.Errorf("loading the installed connectors: %w", err)
-	}
-	for _, p := range loaded.Problems {
-		log.Warn(p)
 	}
 
 	// Signals go to the agent; main's context still ends on the first one.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,19 +15,26 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	root := newRootCmd(newApp(os.Stdin, os.Stdout, os.Stderr, os.Getenv))
-	err := root.ExecuteContext(ctx)
+	err := newRootCmd(newApp(os.Stdin, os.Stdout, os.Stderr, os.Getenv)).ExecuteContext(ctx)
+	stop()
+	os.Exit(exitStatus(err, os.Stderr))
+}
+
+// exitStatus returns the exit code for the error of a command run and
+// prints the error, if any, as one "error: …" line to w. An *exitError
+// sets the code (and a nil err inside it prints nothing); any other error
+// exits with exitFailure.
+func exitStatus(err error, w io.Writer) int {
 	if err == nil {
-		return
+		return exitOK
 	}
+	code := exitFailure
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintf(os.Stderr, "error: %s\n", ee.err)
-		}
-		os.Exit(ee.code)
+		code, err = ee.code, ee.err
 	}
-	fmt.Fprintf(os.Stderr, "error: %s\n", err)
-	os.Exit(exitFailure)
+	if err != nil {
+		fmt.Fprintf(w, "error: %s\n", err)
+	}
+	return code
 }

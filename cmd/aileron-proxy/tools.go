@@ -64,16 +64,9 @@ Exit status: 0 rendered; 1 conflict or write failure; 2 usage error.`,
 			if out == "" {
 				return usageError(errors.New("--out is required; pass the directory to write, e.g. --out ./tools"))
 			}
-			store, err := policy.OpenStore(a.home)
+			_, loaded, err := a.loadConnectors(func(p string) { fmt.Fprintf(a.stderr, "warning: %s\n", p) })
 			if err != nil {
 				return err
-			}
-			loaded, err := store.Load()
-			if err != nil {
-				return fmt.Errorf("loading the installed connectors: %w", err)
-			}
-			for _, p := range loaded.Problems {
-				fmt.Fprintf(a.stderr, "warning: %s\n", p)
 			}
 			conns, err := selectConnectors(loaded.Active, connectors)
 			if err != nil {
@@ -104,6 +97,23 @@ Exit status: 0 rendered; 1 conflict or write failure; 2 usage error.`,
 	f.StringVar(&agent, "agent", "", "agent command the sandbox runs; no tool may be named like it")
 	f.StringArrayVar(&reserved, "reserved", nil, "command name the sandbox mounts besides the shims (repeatable)")
 	return cmd
+}
+
+// loadConnectors opens the connector store of a.home and loads it, passing
+// the problem of each skipped entry to warn.
+func (a *app) loadConnectors(warn func(string)) (*policy.Store, *policy.LoadResult, error) {
+	store, err := policy.OpenStore(a.home)
+	if err != nil {
+		return nil, nil, err
+	}
+	loaded, err := store.Load()
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading the installed connectors: %w", err)
+	}
+	for _, p := range loaded.Problems {
+		warn(p)
+	}
+	return store, loaded, nil
 }
 
 // selectConnectors picks the active connectors named by fqns (all of them
