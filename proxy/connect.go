@@ -17,6 +17,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/policy"
@@ -86,6 +87,33 @@ func (t *tunnel) release() {
 	})
 }
 
+// markClosed marks t closed and appends its open connections to conns, for
+// the caller to close once it has released s.mu, which it holds.
+func (t *tunnel) markClosed(conns []net.Conn) []net.Conn {
+	t.closed = true
+	if t.client != nil {
+		conns = append(conns, t.client)
+	}
+	if t.upstream != nil {
+		conns = append(conns, t.upstream)
+	}
+	return conns
+}
+
+// expire closes t when its session expires, unless it is released already.
+func (t *tunnel) expire() {
+	s := t.s
+	var conns []net.Conn
+	s.mu.Lock()
+	if _, open := s.tunnels[t]; open {
+		conns = t.markClosed(nil)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
 // tunnelConn is the client side of a tunnel; closing it releases the tunnel.
 // The TLS config finds the tunnel through it (ClientHelloInfo.Conn).
 type tunnelConn struct {
@@ -131,9 +159,7 @@ func (s *Server) openTunnel(sess Session, mode, target, host string, port int) (
 	if !sess.ExpiresAt.IsZero() {
 		// Requests check expiry themselves; this also ends passthrough
 		// tunnels and idle keep-alive tunnels of an expired session.
-		t.expiry = time.AfterFunc(sess.ExpiresAt.Sub(t.opened), func() {
-			s.closeTunnels(func(x *tunnel) bool { return x == t })
-		})
+		t.expiry = time.AfterFunc(sess.ExpiresAt.Sub(t.opened), t.expire)
 	}
 	s.mu.Unlock()
 	s.metrics.tunnelGauge(mode).Inc()
@@ -298,18 +324,11 @@ func (s *Server) refuseConnect(ev audit.Event, start time.Time, status int, d er
 	ev.Status = status
 	ev.Reason = d.Code
 	ev.Decision = decisionDenied
-	decision := decisionDenied
 	if status >= 500 {
 		ev.Decision = decisionError
-		decision = decisionError
 	}
-	ev.DurationMS = s.now().Sub(start).Milliseconds()
-	s.cfg.Audit.Record(ev)
+	s.record(&exchange{start: start, ev: ev}, zapcore.WarnLevel, "connect refused")
 	s.metrics.decision(false, d.Code)
-	s.log.Warn("connect refused",
-		zap.String("session_id", ev.SessionID), zap.String("method", http.MethodConnect),
-		zap.String("host", ev.Host), zap.String("decision", ev.Decision), zap.String("reason", d.Code),
-		zap.Int("status", status), zap.String("audit_id", id))
 
 	body := marshalError(d)
 	if hdr == nil {
@@ -317,7 +336,7 @@ func (s *Server) refuseConnect(ev audit.Event, start time.Time, status int, d er
 	}
 	hdr.Set("Content-Type", contentTypeJSON)
 	hdr.Set("Cache-Control", "no-store")
-	hdr.Set(headerDecision, decision)
+	hdr.Set(headerDecision, ev.Decision)
 	hdr.Set(headerAuditID, id)
 	return &http.Response{
 		Status:        strconv.Itoa(status) + " " + http.StatusText(status),

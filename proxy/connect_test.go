@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"crypto/tls"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap/zapcore"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
 )
@@ -82,9 +85,23 @@ func TestConnectToHostOutsideScopeIsRefused(t *testing.T) {
 			if !strings.Contains(d.Message, target) {
 				t.Errorf("message %q does not name %s", d.Message, target)
 			}
-			ev := e.audit.waitFor(t, "for the refused CONNECT", byAuditID(resp.Header.Get(headerAuditID)))
+			id := resp.Header.Get(headerAuditID)
+			ev := e.audit.waitFor(t, "for the refused CONNECT", byAuditID(id))
 			if ev.Event != audit.EventDenied || ev.SessionID != e.sess.ID || ev.Host != target || ev.Method != http.MethodConnect {
 				t.Errorf("audit event = %+v", ev)
+			}
+			n := 0
+			for _, l := range e.logs.FilterMessage("connect refused").All() {
+				if f := l.ContextMap(); f["audit_id"] == id {
+					n++
+					if l.Level != zapcore.WarnLevel || f["decision"] != decisionDenied || f["reason"] != codeHostNotAllowed ||
+						f["host"] != target || f["session_id"] != e.sess.ID || fmt.Sprint(f["status"]) != "403" {
+						t.Errorf("log line = %v %v", l.Level, f)
+					}
+				}
+			}
+			if n != 1 {
+				t.Errorf("want one \"connect refused\" line for audit id %s, got %d", id, n)
 			}
 		})
 	}
@@ -163,23 +180,11 @@ func TestPlainHTTP(t *testing.T) {
 	})
 	t.Run("intercepted host over http is refused", func(t *testing.T) {
 		resp, err := c.Get("http://api.example.test/user")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := readAll(t, resp)
-		if resp.StatusCode != http.StatusForbidden || errorOf(t, body).Code != codePlainHTTPNotAllowed {
-			t.Fatalf("status = %d body %s", resp.StatusCode, body)
-		}
+		wantRefusal(t, resp, err, http.StatusForbidden, codePlainHTTPNotAllowed)
 	})
 	t.Run("other host is refused", func(t *testing.T) {
 		resp, err := c.Get("http://evil.example.test/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := readAll(t, resp)
-		if resp.StatusCode != http.StatusForbidden || errorOf(t, body).Code != codeHostNotAllowed {
-			t.Fatalf("status = %d body %s", resp.StatusCode, body)
-		}
+		wantRefusal(t, resp, err, http.StatusForbidden, codeHostNotAllowed)
 	})
 	t.Run("without credential 407", func(t *testing.T) {
 		tr := &http.Transport{Proxy: http.ProxyURL(e.proxyURL(false))}
@@ -197,13 +202,7 @@ func TestPlainHTTP(t *testing.T) {
 		tr := &http.Transport{} // no environment proxy
 		defer tr.CloseIdleConnections()
 		resp, err := (&http.Client{Transport: tr}).Get("http://" + e.addr + "/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := readAll(t, resp)
-		if resp.StatusCode != http.StatusBadRequest || errorOf(t, body).Code != codeNotAProxyRequest {
-			t.Fatalf("status = %d body %s", resp.StatusCode, body)
-		}
+		wantRefusal(t, resp, err, http.StatusBadRequest, codeNotAProxyRequest)
 	})
 	e.expectNothingSeen(t)
 }
@@ -239,5 +238,17 @@ func TestPassthroughTunnelIsBlind(t *testing.T) {
 	ev := e.audit.waitFor(t, "passthrough", func(ev audit.Event) bool { return ev.Event == audit.EventPassthrough })
 	if ev.Host != "www.pass.example.test:443" || ev.SessionID != e.sess.ID || ev.BytesIn == 0 || ev.BytesOut == 0 {
 		t.Errorf("audit event = %+v", ev)
+	}
+	// The line follows the audit event.
+	lines := e.logs.FilterMessage("passthrough tunnel closed").All()
+	for deadline := time.Now().Add(5 * time.Second); len(lines) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		lines = e.logs.FilterMessage("passthrough tunnel closed").All()
+	}
+	if len(lines) != 1 || lines[0].Level != zapcore.InfoLevel {
+		t.Fatalf("want one Info line \"passthrough tunnel closed\", got %d", len(lines))
+	}
+	if f := lines[0].ContextMap(); f["audit_id"] != ev.AuditID || f["decision"] != decisionAllowed || fmt.Sprint(f["bytes_in"]) != fmt.Sprint(ev.BytesIn) {
+		t.Errorf("log fields = %v, want those of audit event %+v", f, ev)
 	}
 }

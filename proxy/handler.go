@@ -25,12 +25,11 @@ type innerHandler struct{ s *Server }
 
 // exchange is what one request accumulates for its audit event and log line.
 type exchange struct {
-	start  time.Time
-	t      *tunnel
-	r      *http.Request
-	path   string
-	source string
-	ev     audit.Event
+	start time.Time
+	t     *tunnel
+	r     *http.Request
+	path  string
+	ev    audit.Event
 }
 
 func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +39,7 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, decisionError, "", errorDetail{Code: "internal", Message: "request outside a tunnel"})
 		return
 	}
-	x := &exchange{start: s.now(), t: t, r: r, path: r.URL.EscapedPath(), source: sourceProxy}
+	x := &exchange{start: s.now(), t: t, r: r, path: r.URL.EscapedPath()}
 	x.ev = audit.Event{
 		SessionID: t.sess.ID, Method: r.Method, Host: t.target, Path: x.path, Source: sourceProxy,
 	}
@@ -61,8 +60,7 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var args map[string]json.RawMessage
-	x.source, args = s.internalHeaders(r)
-	x.ev.Source = x.source
+	x.ev.Source, args = s.internalHeaders(r)
 
 	var d policy.Decision
 	if snap := s.cfg.Policy(); snap != nil {

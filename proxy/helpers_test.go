@@ -529,6 +529,32 @@ func errorOf(t testing.TB, body []byte) errorDetail {
 	return eb.Error
 }
 
+// wantRefusal fails t unless the request got a response with status and a
+// proxy error of code; it returns the error.
+func wantRefusal(t testing.TB, resp *http.Response, err error, status int, code string) errorDetail {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, resp)
+	if resp.StatusCode != status {
+		t.Fatalf("status = %d, want %d: %s", resp.StatusCode, status, body)
+	}
+	d := errorOf(t, body)
+	if d.Code != code {
+		t.Fatalf("code = %q, want %q: %s", d.Code, code, body)
+	}
+	return d
+}
+
+// protoCases are the two ways a client reaches an intercepted host: HTTP/1.1
+// to the HTTP/1.1-only upstream, HTTP/2 to the HTTP/2 one.
+var protoCases = []struct {
+	name string
+	h2   bool
+	host string
+}{{"http1", false, apiHost}, {"http2", true, h2Host}}
+
 func readAll(t testing.TB, resp *http.Response) []byte {
 	t.Helper()
 	defer resp.Body.Close()

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
 )
@@ -43,19 +43,12 @@ func (s *Server) runPassthrough(t *tunnel, client *tunnelConn) {
 	_ = up.Close()
 	_ = client.Close()
 
-	dur := s.now().Sub(t.opened)
-	id := audit.NewID()
-	s.cfg.Audit.Record(audit.Event{
-		Event: audit.EventPassthrough, AuditID: id, SessionID: t.sess.ID, Method: http.MethodConnect,
+	s.record(&exchange{start: t.opened, ev: audit.Event{
+		Event: audit.EventPassthrough, AuditID: audit.NewID(), SessionID: t.sess.ID, Method: http.MethodConnect,
 		Host: t.target, Decision: decisionAllowed, Reason: modePassthrough, BytesIn: bytesIn, BytesOut: bytesOut,
-		DurationMS: dur.Milliseconds(), Source: sourceProxy,
-	})
+		Source: sourceProxy,
+	}}, zapcore.InfoLevel, "passthrough tunnel closed")
 	s.metrics.decision(true, modePassthrough)
-	s.log.Info("passthrough tunnel closed",
-		zap.String("session_id", t.sess.ID), zap.String("method", http.MethodConnect), zap.String("host", t.target),
-		zap.String("decision", decisionAllowed), zap.String("reason", modePassthrough),
-		zap.Int64("bytes_in", bytesIn), zap.Int64("bytes_out", bytesOut),
-		zap.Int64("duration_ms", dur.Milliseconds()), zap.String("audit_id", id))
 }
 
 // pipe copies src to dst. A read that times out continues while the other

@@ -15,7 +15,7 @@ import (
 // servePlain handles absolute-form plain-HTTP proxy requests: forwarded,
 // without credentials, only to passthrough hosts.
 func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
-	x := &exchange{start: s.now(), r: r, path: r.URL.EscapedPath(), source: sourceProxy}
+	x := &exchange{start: s.now(), r: r, path: r.URL.EscapedPath()}
 	x.ev = audit.Event{Method: r.Method, Host: r.URL.Host, Path: x.path, Source: sourceProxy}
 	x.t = &tunnel{target: r.URL.Host}
 	if !r.URL.IsAbs() || r.URL.Host == "" {

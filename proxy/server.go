@@ -254,13 +254,7 @@ func (s *Server) closeTunnels(match func(*tunnel) bool) int {
 	for t := range s.tunnels {
 		if match(t) {
 			n++
-			t.closed = true
-			if t.client != nil {
-				conns = append(conns, t.client)
-			}
-			if t.upstream != nil {
-				conns = append(conns, t.upstream)
-			}
+			conns = t.markClosed(conns)
 		}
 	}
 	s.mu.Unlock()

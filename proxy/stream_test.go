@@ -92,25 +92,24 @@ func TestEchoedCredentialIsScrubbed(t *testing.T) {
 }
 
 func TestHeadKeepsContentLengthWithoutBody(t *testing.T) {
-	for _, tc := range []struct {
-		h2   bool
-		host string
-	}{{false, apiHost}, {true, h2Host}} {
-		e := newEnv(t)
-		e.handlers.Store("/user", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Length", "1000")
-		}))
-		resp, err := e.client(tc.h2).Head("https://" + tc.host + "/user")
-		if err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, resp)
-		if resp.StatusCode != 200 || resp.ContentLength != 1000 {
-			t.Errorf("HEAD via %s = %d with Content-Length %d, want 200 and 1000", tc.host, resp.StatusCode, resp.ContentLength)
-		}
-		if s := e.expectSeen(t); s.Method != http.MethodHead {
-			t.Errorf("upstream saw %s", s.Method)
-		}
+	for _, tc := range protoCases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.handlers.Store("/user", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Length", "1000")
+			}))
+			resp, err := e.client(tc.h2).Head("https://" + tc.host + "/user")
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp)
+			if resp.StatusCode != 200 || resp.ContentLength != 1000 {
+				t.Errorf("HEAD via %s = %d with Content-Length %d, want 200 and 1000", tc.host, resp.StatusCode, resp.ContentLength)
+			}
+			if s := e.expectSeen(t); s.Method != http.MethodHead {
+				t.Errorf("upstream saw %s", s.Method)
+			}
+		})
 	}
 }
 
@@ -144,11 +143,7 @@ func TestUnknownEncodingOnCredentialedOperationIsRefused(t *testing.T) {
 }
 
 func TestSSEIsFlushedEventByEvent(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		h2   bool
-		host string
-	}{{"http1", false, apiHost}, {"http2", true, h2Host}} {
+	for _, tc := range protoCases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			next := make(chan struct{})
@@ -192,11 +187,7 @@ func TestSSEIsFlushedEventByEvent(t *testing.T) {
 }
 
 func TestTrailersAreKept(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		h2   bool
-		host string
-	}{{"http1", false, apiHost}, {"http2", true, h2Host}} {
+	for _, tc := range protoCases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.handlers.Store("/trailers", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -428,13 +419,7 @@ func TestApprovalHoldsTheRequest(t *testing.T) {
 func TestApprovalWithoutApproverFailsClosed(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Approver = nil })
 	resp, err := e.client(false).Post("https://api.example.test/deploy", "application/json", strings.NewReader(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := readAll(t, resp)
-	if resp.StatusCode != 403 || errorOf(t, body).Code != codeApprovalDenied {
-		t.Fatalf("status %d body %s", resp.StatusCode, body)
-	}
+	wantRefusal(t, resp, err, http.StatusForbidden, codeApprovalDenied)
 	e.expectNothingSeen(t)
 }
 

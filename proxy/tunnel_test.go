@@ -182,13 +182,7 @@ func TestPinningOverHTTP2(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, "https://h2.example.test/user", nil)
 	req.Host = "api.example.test" // :authority of another host on this connection
 	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := readAll(t, resp)
-	if resp.StatusCode != http.StatusMisdirectedRequest || errorOf(t, body).Code != codeMisdirected {
-		t.Fatalf("status = %d body %s", resp.StatusCode, body)
-	}
+	wantRefusal(t, resp, err, http.StatusMisdirectedRequest, codeMisdirected)
 	e.expectNothingSeen(t)
 }
 
@@ -323,14 +317,7 @@ func TestTraversalFormsAreRefused(t *testing.T) {
 func TestCredentialNotConfigured(t *testing.T) {
 	e := newEnv(t)
 	resp, err := e.client(false).Get("https://api.example.test/keyed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := readAll(t, resp)
-	d := errorOf(t, body)
-	if resp.StatusCode != 403 || d.Code != codeCredentialNotConfigured {
-		t.Fatalf("status %d error %+v", resp.StatusCode, d)
-	}
+	d := wantRefusal(t, resp, err, http.StatusForbidden, codeCredentialNotConfigured)
 	want := "aileron-proxy credential set " + testFQN + " --kind api_key"
 	if !strings.Contains(d.Message, want) || !strings.HasPrefix(d.Command, want) {
 		t.Errorf("message %q / command %q do not give %q", d.Message, d.Command, want)
