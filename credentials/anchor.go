@@ -260,15 +260,15 @@ const (
 // passes: a minimum set cover, found exactly for up to 64 patterns (within
 // a search budget) and greedily beyond. Among covers with the fewest
 // passes it prefers fewer pattern checks per hit on random data, and a
-// lower cost on text where that saves more than a few checks. It returns nil when more than maxAnchorPass bytes
-// would be needed.
+// lower cost on text where that saves more than a few checks. It returns
+// nil when more than maxAnchorPass bytes would be needed.
 func chooseBinaryAnchors(pats [][]byte, offs *[256][]int32) []anchor {
 	// Greedy on uniform frequencies, ties broken toward bytes rare in text.
 	best := greedyCover(pats, offs, func(c byte) float64 { return 1.0/256 + 1e-9*byteFreq(c) })
-	if best == nil || len(pats) > 64 {
-		if best == nil {
-			return nil
-		}
+	if best == nil {
+		return nil
+	}
+	if len(pats) > 64 {
 		return buildAnchors(pats, offs, best)
 	}
 	// score ranks covers with as many passes: the cost on random data
@@ -417,8 +417,8 @@ func (m *matcher) anchorSet(st int) []anchor {
 // adapt is one stream's scan strategy. It starts with the matcher's static
 // choice and counts the work each scan does (no clock); after every window
 // of scanned bytes it prices that work with the cost model and switches to
-// the strategy with the lowest estimate when that is below margin times the
-// current cost. A strategy's estimate is its last observed cost or, until
+// the strategy with the lowest estimate when that is below adaptMargin
+// times the current cost. A strategy's estimate is its last observed cost or, until
 // it has run, a prediction: for the other anchor set, after a window of
 // anchored search, its cost on data with the observed frequencies of the
 // running set's anchor bytes and, for other bytes, random data's when those
@@ -438,7 +438,6 @@ type adapt struct {
 	rotate   bool
 	step     int
 	window   int
-	margin   float64
 	switches int
 }
 
@@ -446,23 +445,31 @@ type adapt struct {
 var rotation = [...]int{stratWuManber, stratText, stratBinary, stratWuManber, stratBinary, stratText}
 
 func newAdapt(m *matcher, window int) adapt {
-	a := adapt{cur: stratWuManber, window: window, margin: adaptMargin}
+	a := adapt{cur: stratWuManber, est: m.est, window: window}
 	if m.anchored {
 		a.cur = stratText
 	}
-	a.est[stratWuManber] = wuManberCost(m.minLen)
+	return a
+}
+
+// startEstimates returns the estimates a stream starts with (see adapt).
+// newMatcher computes them once: setCost takes longer than scanning a
+// typical header value.
+func (m *matcher) startEstimates() [numStrats]float64 {
+	var est [numStrats]float64
+	est[stratWuManber] = wuManberCost(m.minLen)
 	for _, st := range []int{stratText, stratBinary} {
-		a.est[st] = math.Inf(1)
+		est[st] = math.Inf(1)
 		if set := m.anchorSet(st); set != nil {
-			a.est[st] = anchoredBase(len(set))
+			est[st] = anchoredBase(len(set))
 		}
 	}
 	if m.anchors != nil && m.bin != nil {
 		// The text anchors' lower bound gets them tried first; their window
 		// then predicts the binary anchors' cost.
-		a.est[stratBinary] = setCost(m.bin, byteFreq)
+		est[stratBinary] = setCost(m.bin, byteFreq)
 	}
-	return a
+	return est
 }
 
 // observe records n bytes scanned at a cost of ns and decides at the end of
@@ -500,7 +507,7 @@ func (a *adapt) observe(m *matcher, n int, ns float64) {
 				best = st
 			}
 		}
-		if a.est[best] < cur*a.margin {
+		if a.est[best] < cur*adaptMargin {
 			next = best
 		}
 	}

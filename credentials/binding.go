@@ -314,8 +314,13 @@ func (o *OAuth2) validate() error {
 
 func validateTokenURL(raw string) error {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("oauth2 token url %q is not an absolute URL; use https://host/path", raw)
+	if err != nil {
+		// Not quoted: what cannot be parsed cannot be stripped of user info
+		// or query, which may carry a client secret.
+		return errors.New("oauth2 token url does not parse as a URL; use https://host/path")
+	}
+	if u.Host == "" {
+		return fmt.Errorf("oauth2 token url %q is not an absolute URL; use https://host/path", redactURL(u))
 	}
 	if u.User != nil {
 		return fmt.Errorf("oauth2 token url must not carry user info; pass the client secret with a client secret source")
@@ -350,8 +355,11 @@ func (s Source) validate(what string) error {
 			return fmt.Errorf("%s: file path %q must be absolute", what, s.Ref)
 		}
 	case SourceExec:
-		if strings.TrimSpace(s.Ref) == "" || strings.ContainsRune(s.Ref, 0) {
+		if strings.TrimSpace(s.Ref) == "" {
 			return fmt.Errorf("%s: the command is empty", what)
+		}
+		if strings.ContainsRune(s.Ref, 0) {
+			return fmt.Errorf("%s: the command contains a NUL byte", what)
 		}
 	case SourceStored:
 		if s.Ref != "" {

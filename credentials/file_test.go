@@ -41,6 +41,7 @@ func TestBindingValidate(t *testing.T) {
 		{"bad env name", Binding{FQN: fqn, Kind: KindBearer, Source: Source{Type: SourceEnv, Ref: "1X"}}, "not valid"},
 		{"relative file", Binding{FQN: fqn, Kind: KindBearer, Source: Source{Type: SourceFile, Ref: "key.txt"}}, "must be absolute"},
 		{"empty exec", Binding{FQN: fqn, Kind: KindBearer, Source: Source{Type: SourceExec, Ref: " "}}, "command is empty"},
+		{"nul exec", Binding{FQN: fqn, Kind: KindBearer, Source: Source{Type: SourceExec, Ref: "gh\x00auth"}}, "NUL byte"},
 		{"bad source type", Binding{FQN: fqn, Kind: KindBearer, Source: Source{Type: "vault", Ref: "x"}}, "source type \"vault\""},
 		{"basic no user", Binding{FQN: fqn, Kind: KindBasic, Source: stored("pa55word")}, "needs a username"},
 		{"basic colon user", Binding{FQN: fqn, Kind: KindBasic, Source: stored("pa55word"), Username: "a:b"}, "must not contain ':'"},
@@ -54,6 +55,8 @@ func TestBindingValidate(t *testing.T) {
 		{"proxy header", Binding{FQN: fqn, Kind: KindAPIKey, Source: stored("abcd"), Placement: Placement{Header: "Proxy-Authorization"}}, "managed by the proxy"},
 		{"oauth2 on bearer", Binding{FQN: fqn, Kind: KindBearer, OAuth2: oauth(nil)}, "needs kind oauth2"},
 		{"oauth2 and source", Binding{FQN: fqn, Kind: KindOAuth2, OAuth2: oauth(nil), Source: stored("abcd")}, "not both"},
+		{"oauth2 relative url", Binding{FQN: fqn, Kind: KindOAuth2, OAuth2: oauth(func(o *OAuth2) { o.TokenURL = "/token?client_secret=" + canary })}, "not an absolute URL"},
+		{"oauth2 unparsable url", Binding{FQN: fqn, Kind: KindOAuth2, OAuth2: oauth(func(o *OAuth2) { o.TokenURL = "https://u:" + canary + "%zz@auth.example/t" })}, "does not parse"},
 		{"oauth2 http", Binding{FQN: fqn, Kind: KindOAuth2, OAuth2: oauth(func(o *OAuth2) { o.TokenURL = "http://auth.example/t" })}, "must use https"},
 		{"oauth2 no client", Binding{FQN: fqn, Kind: KindOAuth2, OAuth2: oauth(func(o *OAuth2) { o.ClientID = "" })}, "client id"},
 		{"oauth2 no refresh", Binding{FQN: fqn, Kind: KindOAuth2, OAuth2: oauth(func(o *OAuth2) { o.RefreshToken = Source{} })}, "refresh token source"},
@@ -71,6 +74,9 @@ func TestBindingValidate(t *testing.T) {
 				t.Fatalf("Validate() = %q, want it to contain %q", err, tc.wantErr)
 			}
 			if err != nil && tc.b.Source.Type == SourceStored && strings.Contains(err.Error(), tc.b.Source.Value.Reveal()) {
+				t.Fatalf("error %q contains the secret", err)
+			}
+			if err != nil && strings.Contains(err.Error(), canary) {
 				t.Fatalf("error %q contains the secret", err)
 			}
 		})

@@ -49,7 +49,6 @@ func newOAuthSource(b Binding, d *deps) *oauthSource {
 		fqn:      b.FQN,
 		tokenURL: o.TokenURL,
 		clientID: o.ClientID,
-		scopes:   append([]string(nil), o.Scopes...),
 		refresh:  &sourceReader{src: o.RefreshToken, what: "refresh token", deps: d},
 		deps:     d,
 	}
@@ -117,7 +116,6 @@ type refresher struct {
 	fqn      string
 	tokenURL string
 	clientID string
-	scopes   []string
 	refresh  *sourceReader
 	secret   *sourceReader // nil for public clients
 	deps     *deps
@@ -156,7 +154,6 @@ func (r *refresher) Token() (*oauth2.Token, error) {
 		ClientID:     r.clientID,
 		ClientSecret: cs.Reveal(),
 		Endpoint:     oauth2.Endpoint{TokenURL: r.tokenURL, AuthStyle: oauth2.AuthStyleAutoDetect},
-		Scopes:       r.scopes,
 	}
 	// Bounded even when the caller's client has no timeout: a hung refresh
 	// would hold the token source's lock, and every request of this
@@ -240,10 +237,10 @@ func scrubString(s string, secrets ...Value) string {
 		}
 	}
 	sc, err := NewScrubber(vs...)
-	if err != nil || sc == nil {
+	if err != nil {
 		return s
 	}
-	return strings.Clone(string(sc.Bytes([]byte(s))))
+	return string(sc.Bytes([]byte(s)))
 }
 
 // scopeTransport adds the configured scope to refresh-token grants that

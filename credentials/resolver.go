@@ -161,7 +161,7 @@ func (r *Resolver) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, r.Stri
 
 // Injector applies one binding's credential to outbound requests. It is
 // safe for concurrent use and caches what it may (exec output, OAuth2
-// access tokens, the compiled Scrubber).
+// access tokens, and per secret the rendered value and compiled Scrubber).
 type Injector struct {
 	b      Binding
 	header string // canonical header name; empty for query placement
@@ -171,15 +171,18 @@ type Injector struct {
 	secret *sourceReader // nil for OAuth2 refresh bindings
 	oauth  *oauthSource  // nil otherwise
 
-	// scrub is the Scrubber of the secret last applied; read without a lock
-	// on every Apply.
-	scrub atomic.Pointer[scrubEntry]
+	// last is what the secret last applied puts on the wire, with its
+	// Scrubber; read without a lock on every Apply.
+	last atomic.Pointer[applied]
 }
 
-// scrubEntry pairs a secret with the Scrubber built for it.
-type scrubEntry struct {
-	v Value
-	s *Scrubber
+// applied is what Apply derives from one secret: what it puts on the wire
+// (the header value, or for query placement the escaped name=value pair)
+// and the Scrubber for every injected form.
+type applied struct {
+	v    Value
+	wire Value
+	s    *Scrubber
 }
 
 func newInjector(b Binding, d *deps) *Injector {
@@ -256,60 +259,64 @@ func (i *Injector) Apply(ctx context.Context, out *http.Request) (*Scrubber, err
 	if err != nil {
 		return nil, i.fail(err)
 	}
-	secret := v.Reveal()
-	if out.Header == nil {
-		out.Header = http.Header{}
-	}
-	switch {
-	case i.b.Kind == KindBasic:
-		token := base64.StdEncoding.EncodeToString([]byte(i.b.Username + ":" + secret))
-		out.Header.Set(headerAuthorization, "Basic "+token) // Set replaces every value
-	case i.query != "":
-		out.URL.RawQuery = setQueryParam(out.URL.RawQuery, i.query, secret)
-		out.URL.ForceQuery = false
-	default:
-		val := strings.Replace(i.format, secretPlaceholder, secret, 1)
-		if !httpguts.ValidHeaderFieldValue(val) {
-			return nil, i.fail(reasonf("the secret from %s contains characters not allowed in a header value", i.b.DescribeSource()))
-		}
-		out.Header.Set(i.header, val)
-	}
-	s, err := i.scrubber(v)
+	a, err := i.applied(v)
 	if err != nil {
 		return nil, i.fail(err)
 	}
-	return s, nil
+	if out.Header == nil {
+		out.Header = http.Header{}
+	}
+	if i.query != "" {
+		out.URL.RawQuery = setQueryParam(out.URL.RawQuery, i.query, a.wire.Reveal())
+		out.URL.ForceQuery = false
+	} else {
+		// i.header is canonical, so this is Header.Set without checking the
+		// name again: it replaces every value.
+		out.Header[i.header] = []string{a.wire.Reveal()}
+	}
+	return a.s, nil
 }
 
-// scrubber returns the Scrubber for v, rebuilding it only when the secret
+// applied returns what v puts on the wire, deriving it only when the secret
 // changed since the last Apply. Concurrent Applies that see a new secret may
-// each build one; the last stored wins, and every one is correct for v.
-func (i *Injector) scrubber(v Value) (*Scrubber, error) {
-	if e := i.scrub.Load(); e != nil && e.v.Equal(v) {
-		return e.s, nil
+// each derive it; the last stored wins, and every one is correct for v.
+func (i *Injector) applied(v Value) (*applied, error) {
+	if a := i.last.Load(); a != nil && a.v.Equal(v) {
+		return a, nil
 	}
 	secret := v.Reveal()
+	a := &applied{v: v}
 	vals := []Value{v}
 	switch {
 	case i.b.Kind == KindBasic:
 		token := base64.StdEncoding.EncodeToString([]byte(i.b.Username + ":" + secret))
-		vals = append(vals, NewValue(token), NewValue("Basic "+token))
-	case i.query == "":
-		if hv := strings.Replace(i.format, secretPlaceholder, secret, 1); hv != secret {
-			vals = append(vals, NewValue(hv))
+		a.wire = NewValue("Basic " + token)
+		vals = append(vals, NewValue(token), a.wire)
+	case i.query != "":
+		a.wire = NewValue(url.QueryEscape(i.query) + "=" + url.QueryEscape(secret))
+	default:
+		hv := strings.Replace(i.format, secretPlaceholder, secret, 1)
+		if !httpguts.ValidHeaderFieldValue(hv) {
+			return nil, reasonf("the secret from %s contains characters not allowed in a header value", i.b.DescribeSource())
+		}
+		a.wire = NewValue(hv)
+		if hv != secret {
+			vals = append(vals, a.wire)
 		}
 	}
 	s, err := NewScrubber(vals...)
 	if err != nil {
 		return nil, reasonf("preparing the response scrubber: %s", err.Error())
 	}
-	i.scrub.Store(&scrubEntry{v: v, s: s})
-	return s, nil
+	a.s = s
+	i.last.Store(a)
+	return a, nil
 }
 
-// setQueryParam returns rawQuery with every name parameter removed and
-// name=value appended, leaving the other parameters byte for byte.
-func setQueryParam(rawQuery, name, value string) string {
+// setQueryParam returns rawQuery with every name parameter removed and pair
+// (name=value, escaped) appended, leaving the other parameters byte for
+// byte.
+func setQueryParam(rawQuery, name, pair string) string {
 	var kept []string
 	for _, part := range strings.Split(rawQuery, "&") {
 		if part == "" {
@@ -321,7 +328,7 @@ func setQueryParam(rawQuery, name, value string) string {
 		}
 		kept = append(kept, part)
 	}
-	kept = append(kept, url.QueryEscape(name)+"="+url.QueryEscape(value))
+	kept = append(kept, pair)
 	return strings.Join(kept, "&")
 }
 

@@ -152,7 +152,7 @@ func TestApplyErrorsNeverContainSecrets(t *testing.T) {
 		}
 		return p
 	}
-	env := map[string]string{"SHORT": "abc", "NL": "ab\ncd" + canary}
+	env := map[string]string{"SHORT": "abc", "NL": "ab\ncd" + canary, "CTL": "ab\x01cd" + canary}
 	canaryFile := write("canary", canary)
 	cases := []struct {
 		name string
@@ -162,6 +162,7 @@ func TestApplyErrorsNeverContainSecrets(t *testing.T) {
 		{"env unset", Source{Type: SourceEnv, Ref: "MISSING_TOKEN"}, "environment variable MISSING_TOKEN is not set"},
 		{"env short", Source{Type: SourceEnv, Ref: "SHORT"}, "shorter than 4 bytes"},
 		{"env newline", Source{Type: SourceEnv, Ref: "NL"}, "line break"},
+		{"env control character", Source{Type: SourceEnv, Ref: "CTL"}, "not allowed in a header value"},
 		{"file missing", Source{Type: SourceFile, Ref: filepath.Join(dir, "nope")}, "no such file"},
 		{"file multi-line", Source{Type: SourceFile, Ref: write("ml", canary+"\n"+canary+"\n")}, "line break"},
 		{"exec fails", Source{Type: SourceExec, Ref: "cat '" + canaryFile + "'; cat '" + canaryFile + "' >&2; exit 3"}, "exited 3"},

@@ -162,6 +162,8 @@ type matcher struct {
 	cand map[uint16][]int32
 	// byFirst[c] lists the patterns starting with byte c.
 	byFirst [256][]int32
+	// est is what newAdapt starts a stream's estimates with.
+	est [numStrats]float64
 }
 
 // newMatcher builds a matcher for the non-empty forms, each at least four
@@ -205,6 +207,7 @@ func newMatcher(forms []string) *matcher {
 	if m.anchors != nil && m.bin != nil && setCost(m.bin, uniformFreq) >= setCost(m.anchors, uniformFreq) {
 		m.bin = nil
 	}
+	m.est = m.startEstimates()
 	return m
 }
 
