@@ -108,10 +108,15 @@ func (s *Scrubber) Header(h http.Header) {
 // Bytes returns a copy of b with secrets masked.
 func (s *Scrubber) Bytes(b []byte) []byte {
 	out := append([]byte(nil), b...)
-	if s != nil {
-		s.m.maskAll(out)
-	}
+	s.Mask(out)
 	return out
+}
+
+// Mask masks secrets in b in place, for a caller that owns b.
+func (s *Scrubber) Mask(b []byte) {
+	if s != nil {
+		s.m.maskAll(b)
+	}
 }
 
 // Reader wraps rc so that reads return its bytes with secrets masked. It

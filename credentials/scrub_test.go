@@ -238,8 +238,12 @@ func checkReference(t *testing.T, v variant, si int, secrets []string) (switches
 		}
 		switches += rc.ad.switches
 
-		if got := v.sc.Bytes(in); !bytes.Equal(got, want) {
-			t.Fatalf("secrets %d seed %d: Bytes differs from reference", si, seed)
+		orig := append([]byte(nil), in...)
+		if got := v.sc.Bytes(in); !bytes.Equal(got, want) || !bytes.Equal(in, orig) {
+			t.Fatalf("secrets %d seed %d: Bytes differs from reference or changed its input", si, seed)
+		}
+		if v.sc.Mask(orig); !bytes.Equal(orig, want) {
+			t.Fatalf("secrets %d seed %d: Mask differs from reference", si, seed)
 		}
 	}
 	return switches

@@ -173,9 +173,9 @@ func (s *Server) writeSmallScrubbed(w http.ResponseWriter, x *exchange, resp *ht
 			fmt.Sprintf("%s closed the connection after %d of %d body bytes", x.t.target, n, resp.ContentLength))
 		return
 	}
-	masked := scrub.Bytes(body)
+	scrub.Mask(body) // body is our pooled buffer
 	writeResponseHeader(w, resp, false, x.ev.AuditID)
-	wn, werr := w.Write(masked)
+	wn, werr := w.Write(body)
 	x.ev.BytesOut = int64(wn)
 	if werr == nil {
 		// Read to EOF: the transport then reuses the connection, and
