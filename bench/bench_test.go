@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,9 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	rep := &report{Date: now(), Machine: describeMachine()}
+	for _, tg := range targets {
+		rep.Targets = append(rep.Targets, targetInfo{Name: tg.name, Version: tg.version})
+	}
 	measures := runScenarios(ctx, list, targets, rep, &progress)
 	for _, id := range []string{"1.c1", "1.c4", "2"} {
 		for _, name := range names {
@@ -98,17 +102,24 @@ func TestSmoke(t *testing.T) {
 			ail = tg
 		}
 	}
-	if m := scenarioIdleTunnels(ctx, cfg, o, ail); m.note == "" || strings.Contains(m.note, "opened") {
+	if m := scenarioIdleTunnels(ctx, cfg, o, ail); strings.Contains(m.note, "opened") || !strings.Contains(m.note, "RSS") {
 		t.Errorf("idle tunnels: note %q, want every tunnel opened and the RSS reported", m.note)
+	} else if _, ok := m.values["kib_per_tunnel"]; !ok {
+		t.Errorf("idle tunnels: values = %v, want kib_per_tunnel", m.values)
 	}
 
 	addChecks(rep, measures)
 	var md bytes.Buffer
 	rep.writeMarkdown(&md)
-	for _, want := range []string{"| (1) keep-alive GET, 4 client(s) | req/s |", "aileron-proxy", "(1) req/s at 16 clients"} {
+	for _, want := range []string{"| scenario | metric | direct | aileron-proxy | goproxy |", "(1) req/s at 16 clients"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
+	}
+	// One figure per target, with the ratio to direct for the proxies.
+	rowRE := regexp.MustCompile(`\| \(1\) keep-alive GET, 4 client\(s\) \| req/s \| [0-9.]+ \| [0-9.]+ \([0-9.]+×\) \| [0-9.]+ \([0-9.]+×\) \|\n`)
+	if !rowRE.MatchString(md.String()) {
+		t.Errorf("markdown has no req/s row with a figure for every target:\n%s", md.String())
 	}
 	out := filepath.Join(dir, "results", "latest.json")
 	if err := rep.writeJSON(out); err != nil {

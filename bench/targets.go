@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -175,8 +176,11 @@ func (d *aileronDaemon) createSession(ctx context.Context, fqn string) (createdS
 		return createdSession{}, err
 	}
 	var s createdSession
-	if err := json.Unmarshal([]byte(out), &s); err != nil || s.ProxyURL == "" || s.CAPEM == "" {
-		return createdSession{}, fmt.Errorf("parsing `session create --json` output: %v", err)
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		return createdSession{}, fmt.Errorf("parsing `session create --json` output: %w", err)
+	}
+	if s.ProxyURL == "" || s.CAPEM == "" {
+		return createdSession{}, errors.New("`session create --json` printed no proxy_url or ca_pem")
 	}
 	return s, nil
 }

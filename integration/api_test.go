@@ -35,7 +35,7 @@ func (e *env) run(t *testing.T, token string, body string, hdr ...string) (int, 
 	}
 	var v map[string]any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatalf("run response %q is not JSON: %v", raw, err)
+		t.Fatalf("run response %q is not JSON: %v", redactCanary(string(raw)), err)
 	}
 	return resp.StatusCode, v
 }
@@ -127,7 +127,13 @@ func TestApprovalHeldThenDecided(t *testing.T) {
 	}
 	call := func() chan result {
 		ch := make(chan result, 1)
-		go func() { c, v := e.run(t, e.s.APIToken, send); ch <- result{c, v} }()
+		go func() {
+			// e.run may fail the test from this goroutine: the deferred
+			// send still reaches the waiting test instead of hanging it.
+			r := result{code: -1}
+			defer func() { ch <- r }()
+			r.code, r.v = e.run(t, e.s.APIToken, send)
+		}()
 		return ch
 	}
 	pendingID := func() string {
@@ -137,7 +143,7 @@ func TestApprovalHeldThenDecided(t *testing.T) {
 			var list []map[string]any
 			if err := json.Unmarshal([]byte(out), &list); err == nil {
 				for _, p := range list {
-					if p["state"] == "pending" || p["state"] == nil {
+					if p["state"] == "pending" {
 						return fmt.Sprint(p["id"])
 					}
 				}

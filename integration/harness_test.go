@@ -16,7 +16,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -133,8 +135,8 @@ func newUpstream(t *testing.T, names []string, h http.Handler) *upstream {
 	u.Server = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var body []byte
-			if r.Body != nil && r.ContentLength != 0 && !strings.HasPrefix(r.URL.Path, "/upload") {
-				body, _ = readAllLimit(r.Body, 1<<20)
+			if r.ContentLength != 0 {
+				body, _ = io.ReadAll(io.LimitReader(r.Body, 1<<20))
 			}
 			u.record(r, body)
 			h.ServeHTTP(w, r)
@@ -144,19 +146,6 @@ func newUpstream(t *testing.T, names []string, h http.Handler) *upstream {
 	go u.ServeTLS(ln, "", "")
 	t.Cleanup(func() { u.Close() })
 	return u
-}
-
-func readAllLimit(r interface{ Read([]byte) (int, error) }, limit int) ([]byte, error) {
-	var buf bytes.Buffer
-	b := make([]byte, 32<<10)
-	for buf.Len() < limit {
-		n, err := r.Read(b)
-		buf.Write(b[:n])
-		if err != nil {
-			break
-		}
-	}
-	return buf.Bytes(), nil
 }
 
 func selfSigned(t *testing.T, names []string) (tls.Certificate, []byte) {
@@ -228,14 +217,22 @@ func cli(t *testing.T, home string, stdin string, args ...string) (string, strin
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running aileron-proxy %v: %v", args, err)
-	}
+	code := exitCode(t, cmd.Run(), cmd.Args)
 	return out.String(), errb.String(), code
+}
+
+// exitCode is the exit status behind err, the result of running a command
+// with args; an error other than a non-zero exit fails the test.
+func exitCode(t *testing.T, err error, args []string) int {
+	t.Helper()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	case err != nil:
+		t.Fatalf("running %q: %v", args, err)
+	}
+	return 0
 }
 
 func mustCLI(t *testing.T, home, stdin string, args ...string) string {

@@ -44,13 +44,7 @@ func launchCLI(t *testing.T, home string, env []string, timeout time.Duration, a
 	cmd.WaitDelay = 30 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running aileron-proxy %v: %v", args, err)
-	}
+	code := exitCode(t, cmd.Run(), cmd.Args)
 	if ctx.Err() != nil {
 		t.Errorf("aileron-proxy %s did not finish within %s", strings.Join(args, " "), timeout)
 	}

@@ -55,13 +55,7 @@ func runShim(t *testing.T, sh shell, shim string, env []string, args ...string) 
 	cmd.Env = append([]string{"PATH=" + sh.path, "HOME=" + t.TempDir()}, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	code := exitCode(t, cmd.Run(), cmd.Args)
 	return out.String(), errb.String(), code
 }
 
@@ -73,7 +67,10 @@ func TestShimsAgainstServe(t *testing.T) {
 		"AILERON_TOKEN=" + e.s.APIToken,
 		"AILERON_SESSION_ID=" + e.s.ID,
 	}
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadURL := "http://" + dead.Addr().String() + "/v1"
 	dead.Close()
 
