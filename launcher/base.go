@@ -56,7 +56,7 @@ func sameImage(a, b string) bool {
 
 func normalizeRef(ref string) string {
 	ref = strings.ToLower(strings.TrimSpace(ref))
-	for _, p := range []string{"docker.io/library/", "docker.io/", "index.docker.io/", "localhost/"} {
+	for _, p := range []string{"docker.io/library/", "docker.io/", "index.docker.io/library/", "index.docker.io/", "localhost/"} {
 		if strings.HasPrefix(ref, p) {
 			ref = strings.TrimPrefix(ref, p)
 			break

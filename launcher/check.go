@@ -114,7 +114,7 @@ func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, err
 	if opts.Image == "" {
 		return rep, errors.New("checking the sandbox image: no image given")
 	}
-	if strings.TrimSpace(opts.Agent) == "" || strings.HasPrefix(opts.Agent, "-") || strings.ContainsAny(opts.Agent, "\x00\n") {
+	if !isAgentCommand(opts.Agent) {
 		return rep, fmt.Errorf("checking the sandbox image: agent command %q is not a command name or path (pass --agent=CMD, e.g. --agent=claude)", opts.Agent)
 	}
 	base := opts.BaseImage
@@ -157,6 +157,12 @@ func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, err
 	return rep, nil
 }
 
+// isAgentCommand reports whether s can be an agent command: not blank, not
+// an option, and a single line.
+func isAgentCommand(s string) bool {
+	return strings.TrimSpace(s) != "" && !strings.HasPrefix(s, "-") && !strings.ContainsAny(s, "\x00\n")
+}
+
 // interpretCheck turns the script's marker lines into results.
 func interpretCheck(stdout, stderr string, code int, opts CheckOptions, base string) []CheckResult {
 	marks := map[string]string{}
@@ -169,7 +175,7 @@ func interpretCheck(stdout, stderr string, code int, opts CheckOptions, base str
 		marks[name] = val
 	}
 	if marks[CheckShell] != "ok" {
-		detail := fmt.Sprintf("/bin/sh did not run (%s exit status %d)", "container", code)
+		detail := fmt.Sprintf("/bin/sh did not run (container exit status %d)", code)
 		if l := lastLines(stderr, 1); l != "" {
 			detail += ": " + l
 		}

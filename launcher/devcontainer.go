@@ -204,6 +204,16 @@ func objectMembers(v *hujson.Value) ([]member, bool) {
 	return out, true
 }
 
+// object returns v's members; when v is not an object it records that key
+// must be want instead.
+func (p *dcParser) object(v *hujson.Value, key, want string) ([]member, bool) {
+	members, ok := objectMembers(v)
+	if !ok {
+		p.addf(v, key, "must be %s, not %s", want, kindName(v))
+	}
+	return members, ok
+}
+
 func kindName(v *hujson.Value) string {
 	switch v.Value.Kind() {
 	case 'n':
@@ -237,10 +247,20 @@ func (p *dcParser) str(v *hujson.Value, key string, allowEmpty bool) (string, bo
 	return s, true
 }
 
+// oneOf reads a string value that must be one of accepted; ok is false (and
+// a problem recorded) otherwise.
+func (p *dcParser) oneOf(v *hujson.Value, key string, accepted []string) (string, bool) {
+	s, ok := p.str(v, key, false)
+	if ok && !slices.Contains(accepted, s) {
+		p.addf(v, key, "unsupported value %q; use one of %s", s, quoteList(accepted))
+		return "", false
+	}
+	return s, ok
+}
+
 func (p *dcParser) stringMap(v *hujson.Value, key string) map[string]string {
-	members, ok := objectMembers(v)
+	members, ok := p.object(v, key, "an object of string values")
 	if !ok {
-		p.addf(v, key, "must be an object of string values, not %s", kindName(v))
 		return nil
 	}
 	out := make(map[string]string, len(members))
@@ -301,16 +321,17 @@ func (p *dcParser) parse(root *hujson.Value) {
 }
 
 func (p *dcParser) parseBuild(v *hujson.Value) {
-	members, ok := objectMembers(v)
+	members, ok := p.object(v, "build", `an object with a "dockerfile"`)
 	if !ok {
-		p.addf(v, "build", "must be an object with a \"dockerfile\", not %s", kindName(v))
 		return
 	}
 	b := &DevContainerBuild{}
+	sawDockerfile := false
 	for _, m := range members {
 		key := "build." + m.name
 		switch m.name {
 		case "dockerfile", "dockerFile":
+			sawDockerfile = true
 			if s, ok := p.str(m.value, key, false); ok {
 				b.Dockerfile = s
 			}
@@ -325,7 +346,8 @@ func (p *dcParser) parseBuild(v *hujson.Value) {
 		}
 	}
 	if b.Dockerfile == "" {
-		if !hasKeyPrefix(p.problems, "build.dockerfile") {
+		// A dockerfile key with a bad value has its own problem already.
+		if !sawDockerfile {
 			p.addf(v, "build.dockerfile", "is required when build is set; use \"Dockerfile\" (relative to .devcontainer/) or remove build and set image")
 		}
 		return
@@ -333,19 +355,9 @@ func (p *dcParser) parseBuild(v *hujson.Value) {
 	p.dc.Build = b
 }
 
-func hasKeyPrefix(ps []ConfigProblem, prefix string) bool {
-	for _, p := range ps {
-		if strings.HasPrefix(p.Key, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
 func (p *dcParser) parseCustomizations(v *hujson.Value) {
-	members, ok := objectMembers(v)
+	members, ok := p.object(v, "customizations", "an object")
 	if !ok {
-		p.addf(v, "customizations", "must be an object, not %s", kindName(v))
 		return
 	}
 	for _, m := range members {
@@ -357,9 +369,8 @@ func (p *dcParser) parseCustomizations(v *hujson.Value) {
 
 func (p *dcParser) parseAileron(v *hujson.Value) {
 	const prefix = "customizations.aileron"
-	members, ok := objectMembers(v)
+	members, ok := p.object(v, prefix, "an object with keys "+quoteList(acceptedAileronKeys()))
 	if !ok {
-		p.addf(v, prefix, "must be an object with keys %s, not %s", quoteList(acceptedAileronKeys()), kindName(v))
 		return
 	}
 	a := &p.dc.Aileron
@@ -371,20 +382,12 @@ func (p *dcParser) parseAileron(v *hujson.Value) {
 				a.Image = s
 			}
 		case "mediation":
-			if s, ok := p.str(m.value, key, false); ok {
-				if !slices.Contains(acceptedMediation(), s) {
-					p.addf(m.value, key, "unsupported value %q; use one of %s", s, quoteList(acceptedMediation()))
-				} else {
-					a.Mediation = Mediation(s)
-				}
+			if s, ok := p.oneOf(m.value, key, acceptedMediation()); ok {
+				a.Mediation = Mediation(s)
 			}
 		case "approval_surface":
-			if s, ok := p.str(m.value, key, false); ok {
-				if !slices.Contains(acceptedApprovalSurface(), s) {
-					p.addf(m.value, key, "unsupported value %q; use one of %s", s, quoteList(acceptedApprovalSurface()))
-				} else {
-					a.ApprovalSurface = ApprovalSurface(s)
-				}
+			if s, ok := p.oneOf(m.value, key, acceptedApprovalSurface()); ok {
+				a.ApprovalSurface = ApprovalSurface(s)
 			}
 		default:
 			p.addf(m.nameV, key, "unknown key; customizations.aileron accepts %s", quoteList(acceptedAileronKeys()))

@@ -3,6 +3,7 @@ package launcher
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -180,6 +181,14 @@ func TestConfigErrorIsTyped(t *testing.T) {
 	if len(ce.Problems) != 1 || ce.Problems[0].Key != "customizations.aileron.mediation" || ce.Problems[0].Line != 1 {
 		t.Errorf("Problems = %+v, want one at line 1 for customizations.aileron.mediation", ce.Problems)
 	}
+
+	// A dockerfile with a bad value is one problem, not also a missing one.
+	for _, key := range []string{"dockerfile", "dockerFile"} {
+		_, err := ParseDevContainer("dc.json", []byte(`{"build": {"`+key+`": 5}}`))
+		if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Key != "build."+key {
+			t.Errorf("ParseDevContainer(build.%s: 5) = %v, want one problem for build.%s", key, err, key)
+		}
+	}
 }
 
 func TestLineColumn(t *testing.T) {
@@ -189,4 +198,31 @@ func TestLineColumn(t *testing.T) {
 			t.Errorf("lineColumn(%d) = %d:%d, want %d:%d", tc.off, l, c, tc.line, tc.col)
 		}
 	}
+}
+
+// FuzzParseDevContainer: no panics, and a parse that succeeds holds only
+// accepted values.
+func FuzzParseDevContainer(f *testing.F) {
+	f.Add([]byte(jsoncFull))
+	f.Add([]byte(`{"dockerFile": "../Dockerfile", "context": "..",}`))
+	f.Add([]byte(`{"build": {"dockerFile": 5}, "customizations": {"aileron": {"mediation": "x"}}}`))
+	f.Add([]byte("{\n\"customizations\": {\"aileron\": {\n\"approval_surface\": \"web\",}}}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dc, err := ParseDevContainer("dc.json", data)
+		if err != nil {
+			if dc != nil {
+				t.Fatalf("ParseDevContainer(%q) = %+v with error %v", data, dc, err)
+			}
+			return
+		}
+		if dc.Build != nil && dc.Build.Dockerfile == "" {
+			t.Errorf("ParseDevContainer(%q): build without a dockerfile", data)
+		}
+		if m := dc.Aileron.Mediation; m != "" && m != MediationDefault {
+			t.Errorf("ParseDevContainer(%q): mediation %q", data, m)
+		}
+		if s := dc.Aileron.ApprovalSurface; s != "" && !slices.Contains(acceptedApprovalSurface(), string(s)) {
+			t.Errorf("ParseDevContainer(%q): approval surface %q", data, s)
+		}
+	})
 }

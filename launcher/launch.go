@@ -122,7 +122,7 @@ func (cfg *LaunchConfig) validate() error {
 	if len(cfg.Agent) == 0 || strings.TrimSpace(cfg.Agent[0]) == "" {
 		return errors.New("launching: no agent command given (pass it after --, e.g. `aileron-proxy launch -- claude`)")
 	}
-	if a := cfg.Agent[0]; strings.HasPrefix(a, "-") || strings.ContainsAny(a, "\x00\n") {
+	if a := cfg.Agent[0]; !isAgentCommand(a) {
 		return fmt.Errorf("launching: agent command %q is not a command name or path (pass it after --, e.g. `aileron-proxy launch -- claude`)", a)
 	}
 	if cfg.Stdout == nil {
@@ -329,7 +329,7 @@ func (l *launch) runAgent(ctx context.Context, req RunRequest) (int, error) {
 		case <-time.After(l.cfg.StopGrace):
 		}
 		l.log.Warn("the agent did not exit in time; removing its container", zap.String("container", req.Name))
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CleanupTimeout)
 		defer cancel()
 		if err := l.rt.ContainerRemove(rctx, req.Name); err != nil {
 			l.log.Warn("removing the container failed", zap.Error(err))

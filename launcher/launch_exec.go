@@ -2,12 +2,8 @@ package launcher
 
 import (
 	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"slices"
-	"syscall"
-	"time"
 )
 
 // SignalExecutor returns an Executor like ExecCommand that also relays
@@ -27,10 +23,7 @@ func SignalExecutor(sigs <-chan os.Signal) Executor {
 		if sigs == nil || len(c.Args) == 0 || c.Args[0] != "run" {
 			return ExecCommand(ctx, c)
 		}
-		cmd := exec.CommandContext(ctx, c.Path, c.Args...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
-		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-		cmd.WaitDelay = 10 * time.Second
+		cmd := newCmd(ctx, c)
 		if !slices.Contains(c.Args, "--tty") {
 			ownProcessGroup(cmd)
 		}
@@ -53,10 +46,6 @@ func SignalExecutor(sigs <-chan os.Signal) Executor {
 		err := cmd.Wait()
 		close(done)
 		<-relayed
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.Exited() {
-			return &ExitError{Code: ee.ExitCode()}
-		}
-		return err
+		return exitError(err)
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -173,14 +174,7 @@ func parseNetworkInspect(name, out string) (Network, error) {
 	return Network{}, fmt.Errorf("no IPv4 subnet with a gateway in the network inspect output")
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {

@@ -275,6 +275,7 @@ func TestSameImage(t *testing.T) {
 		{"aileron/sandbox-base:0.1.0", "localhost/aileron/sandbox-base:0.1.0", true},
 		{"aileron/sandbox-base:0.1.0", "docker.io/aileron/sandbox-base:0.1.0", true},
 		{"debian", "docker.io/library/debian:latest", true},
+		{"debian:12", "index.docker.io/library/debian:12", true},
 		{"aileron/sandbox-base:0.1.0", "aileron/sandbox-base:0.1.1", false},
 		{"localhost:5000/a:1", "a:1", false},
 	}

@@ -73,15 +73,9 @@ func Prepare(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) (Pre
 		return res, errors.New("preparing the sandbox image: the plan has no tier (use NewPlan)")
 	}
 	if p.Build == nil {
-		exists, err := rt.ImageExists(ctx, p.Image)
-		if err != nil {
-			return res, fmt.Errorf("preparing %s: %w", p.Image, err)
-		}
-		if exists {
-			return res, nil
-		}
-		if opts.Policy == BuildNever {
-			return res, fmt.Errorf("preparing %s: %w locally and --sandbox-build=never forbids pulling (pull or load it, or use --sandbox-build=auto)", p.Image, ErrImageMissing)
+		exists, err := imagePresent(ctx, rt, p.Image, opts.Policy, " locally and --sandbox-build=never forbids pulling (pull or load it, or use --sandbox-build=auto)")
+		if err != nil || exists {
+			return res, err
 		}
 		if err := rt.Pull(ctx, p.Image, opts.Output); err != nil {
 			return res, fmt.Errorf("preparing %s: %w (build or load it locally, or check the name)", p.Image, err)
@@ -90,23 +84,14 @@ func Prepare(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) (Pre
 		return res, nil
 	}
 
-	needBase := p.Build.Embedded || p.Build.ExtendsBase
-	if !p.Build.Embedded {
-		// A present project image needs nothing else under auto/never.
-		if opts.Policy != BuildAlways {
-			exists, err := rt.ImageExists(ctx, p.Image)
-			if err != nil {
-				return res, fmt.Errorf("preparing %s: %w", p.Image, err)
-			}
-			if exists {
-				return res, nil
-			}
-			if opts.Policy == BuildNever {
-				return res, fmt.Errorf("preparing %s: %w (run `aileron-proxy sandbox build` or use --sandbox-build=auto)", p.Image, ErrImageMissing)
-			}
+	// A present project image needs nothing else under auto/never.
+	if !p.Build.Embedded && opts.Policy != BuildAlways {
+		exists, err := imagePresent(ctx, rt, p.Image, opts.Policy, missingBuildFix)
+		if err != nil || exists {
+			return res, err
 		}
 	}
-	if needBase {
+	if p.Build.Embedded || p.Build.ExtendsBase {
 		built, err := ensureBase(ctx, rt, p.BaseImage, opts)
 		if err != nil {
 			return res, err
@@ -138,21 +123,32 @@ func Prepare(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) (Pre
 // BuildAuto; under BuildNever a missing base is an error.
 func ensureBase(ctx context.Context, rt Runtime, base string, opts PrepareOptions) (bool, error) {
 	if opts.Policy != BuildAlways {
-		exists, err := rt.ImageExists(ctx, base)
-		if err != nil {
-			return false, fmt.Errorf("preparing %s: %w", base, err)
-		}
-		if exists {
-			return false, nil
-		}
-		if opts.Policy == BuildNever {
-			return false, fmt.Errorf("preparing %s: %w (run `aileron-proxy sandbox build` or use --sandbox-build=auto)", base, ErrImageMissing)
+		exists, err := imagePresent(ctx, rt, base, opts.Policy, missingBuildFix)
+		if err != nil || exists {
+			return false, err
 		}
 	}
 	if err := BuildBase(ctx, rt, base, opts.Output, opts.Network); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// missingBuildFix is the fix named when an image Prepare builds is missing
+// under BuildNever.
+const missingBuildFix = " (run `aileron-proxy sandbox build` or use --sandbox-build=auto)"
+
+// imagePresent reports whether image is present locally. Under BuildNever
+// a missing image is an error wrapping ErrImageMissing, followed by fix.
+func imagePresent(ctx context.Context, rt Runtime, image string, policy BuildPolicy, fix string) (bool, error) {
+	exists, err := rt.ImageExists(ctx, image)
+	if err != nil {
+		return false, fmt.Errorf("preparing %s: %w", image, err)
+	}
+	if !exists && policy == BuildNever {
+		return false, fmt.Errorf("preparing %s: %w%s", image, ErrImageMissing, fix)
+	}
+	return exists, nil
 }
 
 // BuildBase builds the embedded sandbox-base definition as tag. Its FROM,

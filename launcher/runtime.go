@@ -76,11 +76,21 @@ type Executor func(ctx context.Context, c Command) error
 // process gets SIGTERM (which the docker and podman CLIs forward to a
 // running container), then SIGKILL 10s later.
 func ExecCommand(ctx context.Context, c Command) error {
+	return exitError(newCmd(ctx, c).Run())
+}
+
+// newCmd prepares c as ExecCommand runs it: SIGTERM when ctx ends, SIGKILL
+// 10s later.
+func newCmd(ctx context.Context, c Command) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.Path, c.Args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
-	err := cmd.Run()
+	return cmd
+}
+
+// exitError turns the error of a process that exited into an *ExitError.
+func exitError(err error) error {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.Exited() {
 		return &ExitError{Code: ee.ExitCode()}
@@ -303,7 +313,11 @@ type cliError struct {
 }
 
 func (e *cliError) Error() string {
-	return fmt.Sprintf("%s: %s: %s", e.argv0, e.err, firstLine(e.stderr, nil))
+	msg := fmt.Sprintf("%s: %s", e.argv0, e.err)
+	if l := firstLine(e.stderr, nil); l != "" {
+		msg += ": " + l
+	}
+	return msg
 }
 func (e *cliError) Unwrap() error { return e.err }
 
@@ -358,7 +372,10 @@ func (r *cliRuntime) Pull(ctx context.Context, ref string, out io.Writer) error 
 		w = io.MultiWriter(out, tail)
 	}
 	if err := r.exec(ctx, Command{Path: r.bin, Args: args, Stdout: w, Stderr: w}); err != nil {
-		return fmt.Errorf("pulling %s with %s: %w: %s", ref, r.bin, err, lastLines(tail.String(), 1))
+		if l := lastLines(tail.String(), 1); l != "" {
+			return fmt.Errorf("pulling %s with %s: %w: %s", ref, r.bin, err, l)
+		}
+		return fmt.Errorf("pulling %s with %s: %w", ref, r.bin, err)
 	}
 	return nil
 }
@@ -457,15 +474,11 @@ func writeEnvFile(env map[string]string) (string, error) {
 		}
 		b.WriteString(k + "=" + v + "\n")
 	}
-	f, err := os.CreateTemp("", "aileron-env-*")
+	f, err := os.CreateTemp("", "aileron-env-*") // mode 0600
 	if err != nil {
 		return "", fmt.Errorf("writing the container env file: %w", err)
 	}
 	name := f.Name()
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return name, fmt.Errorf("writing the container env file: %w", err)
-	}
 	if _, err := f.WriteString(b.String()); err != nil {
 		f.Close()
 		return name, fmt.Errorf("writing the container env file: %w", err)

@@ -2,7 +2,6 @@ package launcher
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -269,12 +268,14 @@ func TestNetworkCreate(t *testing.T) {
 	const dockerInspect = `[{"Name":"n","IPAM":{"Driver":"default","Config":[{"Subnet":"fd00::/64","Gateway":"fd00::1"},{"Subnet":"172.18.0.0/16","Gateway":"172.18.0.1"}]}}]`
 	const podmanInspect = `[{"name":"n","driver":"bridge","network_interface":"podman1","subnets":[{"subnet":"10.89.0.0/24","gateway":"10.89.0.1"}],"internal":true,"dns_enabled":false}]`
 	tests := []struct {
-		kind     RuntimeKind
-		inspect  string
-		wantArgv string
-		want     Network
+		kind       RuntimeKind
+		disableDNS bool
+		inspect    string
+		wantArgv   string
+		want       Network
 	}{
-		{RuntimeDocker, dockerInspect, "docker network create --internal --label dev.aileron.managed=true n", Network{"n", "172.18.0.0/16", "172.18.0.1"}},
+		{RuntimeDocker, true, dockerInspect, "docker network create --internal --label dev.aileron.managed=true n", Network{"n", "172.18.0.0/16", "172.18.0.1"}},
+		{RuntimePodman, false, podmanInspect, "podman network create --internal --label dev.aileron.managed=true n", Network{"n", "10.89.0.0/24", "10.89.0.1"}},
 	}
 	for _, tc := range tests {
 		f := &fakeExec{respond: func(c Command) (string, string, error) {
@@ -284,7 +285,7 @@ func TestNetworkCreate(t *testing.T) {
 			return "", "", nil
 		}}
 		rt := newFakeRuntime(t, tc.kind, f)
-		n, err := rt.NetworkCreate(context.Background(), NetworkRequest{Name: "n", Internal: true, DisableDNS: true, Labels: map[string]string{LabelManaged: "true"}})
+		n, err := rt.NetworkCreate(context.Background(), NetworkRequest{Name: "n", Internal: true, DisableDNS: tc.disableDNS, Labels: map[string]string{LabelManaged: "true"}})
 		if err != nil {
 			t.Fatalf("%s NetworkCreate: %v", tc.kind, err)
 		}
@@ -345,6 +346,18 @@ func TestNetworkCreate(t *testing.T) {
 	}
 }
 
+func TestCLIErrorMessage(t *testing.T) {
+	for _, tc := range []struct{ stderr, want string }{
+		{"Error: permission denied\nmore\n", "docker rm: exit status 1: Error: permission denied"},
+		{"", "docker rm: exit status 1"},
+	} {
+		err := &cliError{argv0: "docker rm", err: &ExitError{Code: 1}, stderr: tc.stderr}
+		if got := err.Error(); got != tc.want {
+			t.Errorf("cliError with stderr %q = %q, want %q", tc.stderr, got, tc.want)
+		}
+	}
+}
+
 func TestContainerRemoveIgnoresMissing(t *testing.T) {
 	f := &fakeExec{respond: func(Command) (string, string, error) {
 		return "", "Error: No such container: c1", &ExitError{Code: 1}
@@ -372,8 +385,8 @@ func TestExecCommandExitCode(t *testing.T) {
 	if _, ok := ExitCode(err); ok || err == nil {
 		t.Errorf("ExecCommand(missing binary) = %v, want a non-exit error", err)
 	}
-	if !errors.Is(ExecCommand(context.Background(), Command{Path: sh, Args: []string{"-c", "exit 0"}}), nil) {
-		t.Errorf("exit 0 returned an error")
+	if err := ExecCommand(context.Background(), Command{Path: sh, Args: []string{"-c", "exit 0"}}); err != nil {
+		t.Errorf("exit 0 returned %v", err)
 	}
 }
 
