@@ -8,7 +8,7 @@ BENCHFLAGS ?=
 .PHONY: build demo test check unit fuzz bench bench-peers clean
 
 build:
-	$(GO) build -o $(BIN) ./cmd/aileron-proxy
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/aileron-proxy
 
 demo: build
 	./scripts/demo.sh

@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 	}
 	binPath = filepath.Join(dir, "aileron-proxy")
 	build := exec.Command("go", "build", "-o", binPath, "../cmd/aileron-proxy")
+	// Static, as released: launch runs this binary as the sandbox's egress
+	// guard inside a container (see launcher.GuardHelper).
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building aileron-proxy:", err)

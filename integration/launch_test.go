@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +71,21 @@ func agentWorkspace(t *testing.T) string {
 	return dir
 }
 
+// hostService serves HTTP on every IPv4 address of the host, as a
+// developer's database or model server might, and returns its port.
+func hostService(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "host-service-reached") }), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
 // removeSandboxes removes what launch may have left for every session of
 // home, in case a test failed half-way.
 func removeSandboxes(t *testing.T, kind, home string) {
@@ -76,15 +93,15 @@ func removeSandboxes(t *testing.T, kind, home string) {
 	for _, m := range regexp.MustCompile(`"session_id":"(ses_[0-9a-f]+)"`).FindAllStringSubmatch(string(raw), -1) {
 		name := "aileron-" + m[1]
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		_ = exec.CommandContext(ctx, kind, "rm", "--force", name).Run()
+		_ = exec.CommandContext(ctx, kind, "rm", "--force", name, name+"-guard").Run()
 		_ = exec.CommandContext(ctx, kind, "network", "rm", name).Run()
 		cancel()
 	}
 }
 
 // launchAgentScript runs inside the sandbox as `sh -c SCRIPT agent
-// DIRECT_ADDR DAEMON_PROXY_PORT`: one line per check, "ok NAME" or
-// "FAIL NAME: detail", then it exits 3.
+// DIRECT_ADDR DAEMON_PROXY_PORT HOST_SERVICE_PORT`: one line per check, "ok
+// NAME" or "FAIL NAME: detail", then it exits 3.
 const launchAgentScript = `check() { if [ "$2" = 0 ]; then echo "ok $1"; else echo "FAIL $1: $3"; fi; }
 has() { case $2 in *"$1"*) echo 0 ;; *) echo 1 ;; esac; }
 [ "$(id -u)" = 1000 ]; check user $? "uid $(id -u)"
@@ -110,6 +127,13 @@ gw=${AILERON_API_URL#http://}; gw=${gw%%:*}
 out=$(curl -sS --noproxy '*' --connect-timeout 5 --max-time 8 -o /dev/null "http://$gw:$2/" 2>&1)
 check direct-daemon "$([ $? != 0 ]; echo $?)" "reached the daemon's own port $gw:$2"
 
+# A host service bound to 0.0.0.0: the egress guard refuses it.
+out=$(curl -sS --noproxy '*' --connect-timeout 5 --max-time 8 "http://$gw:$3/" 2>&1)
+check host-service "$([ $? != 0 ]; echo $?)" "reached a host service at $gw:$3: $out"
+
+status=$(grep -E '^(CapBnd|NoNewPrivs):' /proc/self/status | tr -s '\t' ' ' | tr '\n' ' ')
+check hardened "$([ "$status" = "CapBnd: 0000000000000000 NoNewPrivs: 1 " ]; echo $?)" "$status"
+
 out=$(env | grep -E '(127\.0\.0\.1|localhost|\[::1\]):[0-9]')
 check no-loopback "$([ -z "$out" ]; echo $?)" "$out"
 case $AILERON_API_URL in http://*/v1) r=0 ;; *) r=1 ;; esac
@@ -131,12 +155,13 @@ func TestLaunchRealSandbox(t *testing.T) {
 			t.Cleanup(func() { removeSandboxes(t, kind, e.home) })
 			project := agentWorkspace(t)
 			_, proxyPort, _ := net.SplitHostPort(e.d.ProxyAddr)
+			hostSvc := hostService(t)
 			stdout, stderr, code := launchCLI(t, e.home, nil, 8*time.Minute,
-				"launch", "--sandbox="+kind, "--project", project, "--", "sh", "-c", launchAgentScript, "agent", e.up.addr, proxyPort)
+				"launch", "--sandbox="+kind, "--project", project, "--", "sh", "-c", launchAgentScript, "agent", e.up.addr, proxyPort, hostSvc)
 			if code != 3 {
 				t.Errorf("launch exited %d, want the agent's 3", code)
 			}
-			for _, want := range []string{"user", "curl", "wget", "denied", "shim", "direct-upstream", "direct-daemon", "no-loopback", "api-url", "workspace"} {
+			for _, want := range []string{"user", "curl", "wget", "denied", "shim", "direct-upstream", "direct-daemon", "host-service", "hardened", "no-loopback", "api-url", "workspace"} {
 				if !strings.Contains(stdout, "ok "+want+"\n") {
 					t.Errorf("check %s did not pass", want)
 				}
@@ -166,7 +191,8 @@ func TestLaunchRealSandbox(t *testing.T) {
 				t.Fatalf("no session in the banner:\n%s", stderr)
 			}
 			id := m[1]
-			for _, want := range []string{"runtime  " + kind, "tools    testapi (local://test/echo)", "audit tail -f --session " + id} {
+			for _, want := range []string{"runtime  " + kind, "tools    testapi (local://test/echo)", "audit tail -f --session " + id,
+				"guard    on: TCP to ", "hardened all capabilities dropped"} {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("banner lacks %q:\n%s", want, stderr)
 				}

@@ -70,6 +70,8 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 	}
 	row("mediation", p.Mediation.String())
 	row("approval surface", p.ApprovalSurface.String())
+	row("egress guard", GuardSummary(nil))
+	row("hardening", hardeningSummary())
 	if rt.Kind != "" {
 		row("runtime", rt.Kind+" ("+rt.Selection+")")
 	} else {

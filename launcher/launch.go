@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path"
 	"strings"
@@ -26,6 +27,8 @@ const LabelSession = "dev.aileron.session"
 const (
 	DefaultStopGrace      = 10 * time.Second
 	DefaultCleanupTimeout = 30 * time.Second
+	// DefaultPidsLimit caps the agent container's processes and threads.
+	DefaultPidsLimit = 4096
 )
 
 // SessionClient is the part of the daemon's operator API that Launch uses;
@@ -93,6 +96,9 @@ type LaunchConfig struct {
 	// signal itself reaches it through SignalExecutor) before its
 	// container is removed; zero means DefaultStopGrace.
 	StopGrace time.Duration
+	// GuardBinary is the host path of a static aileron-proxy (see
+	// GuardHelper) that the egress guard's holder runs; required.
+	GuardBinary string
 	// CleanupTimeout bounds each teardown step (removing the container,
 	// the network, ending the session); zero means DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
@@ -108,6 +114,7 @@ func (cfg *LaunchConfig) validate() error {
 		{"Logger", cfg.Logger != nil}, {"Runtime", cfg.Runtime != nil}, {"Plan", cfg.Plan != nil},
 		{"Sessions", cfg.Sessions != nil}, {"Daemon.ProxyAddr", cfg.Daemon.ProxyAddr != ""},
 		{"Daemon.APIURL", cfg.Daemon.APIURL != ""}, {"BuildPolicy", cfg.BuildPolicy != ""},
+		{"GuardBinary", cfg.GuardBinary != ""},
 	} {
 		if !f.ok {
 			missing = append(missing, f.name)
@@ -170,11 +177,15 @@ func (l *launch) onExit(what string, fn func(ctx context.Context) error) {
 //     with the project mounted;
 //  4. creates a per-session internal network (no route off the host) and
 //     two relays on its gateway to the daemon's proxy and API;
-//  5. runs the agent on that network with the session's environment and
+//  5. starts the egress guard (StartGuard): a holder container owning the
+//     sandbox's network namespace, where only the two relays are reachable;
+//     it fails closed, the agent never runs unguarded;
+//  6. runs the agent in that namespace, with every capability dropped,
+//     no-new-privileges and a pids limit, the session's environment and
 //     read-only mounts (see SandboxEnv and docs/launcher.md).
 //
 // Whatever happens, everything it created is removed on return: the
-// container, the network, the relays, the temporary files, and the session
+// container, the guard's holder, the network, the relays, the temporary files, and the session
 // is ended (with the agent's exit status once it ran). err is non-nil when
 // the agent could not be run; the status is then 0.
 func Launch(ctx context.Context, cfg LaunchConfig) (code int, err error) {
@@ -282,26 +293,32 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	for _, w := range warnings {
 		l.log.Warn(w)
 	}
+	guard, err := l.startGuard(ctx, name, network, labels, proxyRelay.Addr(), apiRelay.Addr())
+	if err != nil {
+		return 0, err
+	}
 	run := RunRequest{
-		Image:       plan.Image,
-		Entrypoint:  agent,
-		Cmd:         cfg.Agent[1:],
-		Name:        name,
-		Network:     network.Name,
-		AddHosts:    map[string]string{l.rt.HostAlias(): network.Gateway},
-		Workdir:     WorkspacePath,
-		Env:         env,
-		Mounts:      files.mounts(plan.ProjectDir, rendered),
-		Labels:      labels,
-		Interactive: true,
-		TTY:         cfg.TTY,
-		Stdin:       cfg.Stdin,
-		Stdout:      cfg.Stdout,
-		Stderr:      cfg.Stderr,
+		Image:           plan.Image,
+		Entrypoint:      agent,
+		Cmd:             cfg.Agent[1:],
+		Name:            name,
+		Network:         guard.NetworkMode,
+		DropAllCaps:     true,
+		NoNewPrivileges: true,
+		PidsLimit:       DefaultPidsLimit,
+		Workdir:         WorkspacePath,
+		Env:             env,
+		Mounts:          files.mounts(plan.ProjectDir, rendered),
+		Labels:          labels,
+		Interactive:     true,
+		TTY:             cfg.TTY,
+		Stdin:           cfg.Stdin,
+		Stdout:          cfg.Stdout,
+		Stderr:          cfg.Stderr,
 	}
 	writeBanner(cfg.Stderr, bannerInfo{
 		session: sess.ID, plan: plan, rt: l.rt, tools: rendered.Shims,
-		network: network, proxy: proxyRelay.Addr(), auditLog: cfg.AuditLog,
+		network: network, proxy: proxyRelay.Addr(), auditLog: cfg.AuditLog, guard: guard.Summary,
 	})
 	return l.runAgent(ctx, run)
 }
@@ -345,6 +362,27 @@ func (l *launch) runAgent(ctx context.Context, req RunRequest) (int, error) {
 	l.exitCode = &code
 	l.log.Debug("agent exited", zap.Int("exit_code", code))
 	return code, nil
+}
+
+// startGuard starts the egress guard's holder on network, allowing only the
+// two relays, and registers its removal.
+func (l *launch) startGuard(ctx context.Context, name string, network Network, labels map[string]string, relays ...string) (*Guard, error) {
+	allow := make([]netip.AddrPort, len(relays))
+	for i, r := range relays {
+		ap, err := netip.ParseAddrPort(r)
+		if err != nil {
+			return nil, fmt.Errorf("starting the egress guard: relay address %q is not ip:port: %w", r, err)
+		}
+		allow[i] = ap
+	}
+	guard, stop, err := StartGuard(ctx, l.rt, GuardRequest{
+		Name: name + "-guard", Image: l.cfg.Plan.Image, Network: network.Name, Binary: l.cfg.GuardBinary,
+		Allow: allow, AddHosts: map[string]string{l.rt.HostAlias(): network.Gateway}, Labels: labels,
+	})
+	if stop != nil {
+		l.onExit("removing the guard's holder "+name+"-guard", stop)
+	}
+	return guard, err
 }
 
 // startRelays starts the proxy and API relays on the gateway address.

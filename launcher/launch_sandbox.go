@@ -294,6 +294,8 @@ type bannerInfo struct {
 	network  Network
 	proxy    string
 	auditLog string
+	// guard is the egress guard's GuardSummary.
+	guard string
 }
 
 // writeBanner prints the short summary launch shows on stderr before the
@@ -322,7 +324,9 @@ func writeBanner(w io.Writer, b bannerInfo) {
 		"  runtime  %s (%s)\n"+
 		"  tools    %s\n"+
 		"  egress   internal network %s (%s): only the proxy at %s and the API\n"+
+		"  guard    %s\n"+
+		"  hardened %s\n"+
 		"  audit    %s\n",
 		b.session, b.plan.Tier, b.plan.Image, b.rt.Kind(), selection, tools,
-		b.network.Name, b.network.Subnet, b.proxy, audit)
+		b.network.Name, b.network.Subnet, b.proxy, b.guard, hardeningSummary(), audit)
 }

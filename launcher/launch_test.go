@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -151,11 +153,35 @@ func respondLikeDocker(agent func(c Command) error) func(c Command) (string, str
 			return "", "", nil
 		case a[0] == "run" && strings.Contains(strings.Join(a, " "), "--network none"):
 			return checkOK, "", nil
+		case a[0] == "run" && slices.Contains(a, "--detach"):
+			return "holderid\n", "", nil
+		case a[0] == "exec":
+			return fakeGuardApply(a), "", nil
 		case a[0] == "run":
 			return "", "", agent(c)
 		}
 		return "", "unexpected call", &ExitError{Code: 1}
 	}
+}
+
+// fakeGuardApply answers `exec HOLDER ... internal guard apply --allow
+// EP...` as the helper would after installing the rules.
+func fakeGuardApply(argv []string) string {
+	var allow []netip.AddrPort
+	for i, a := range argv {
+		if a == "--allow" && i+1 < len(argv) {
+			ap, err := netip.ParseAddrPort(argv[i+1])
+			if err != nil {
+				return "bad --allow " + argv[i+1]
+			}
+			allow = append(allow, ap)
+		}
+	}
+	rs, err := GuardRules(allow)
+	if err != nil {
+		return err.Error()
+	}
+	return strings.Join(rs.Lines(), "\n") + "\n"
 }
 
 // inspectAgent reads what a container would get from its argv.
@@ -254,7 +280,7 @@ func launchTestConfig(t *testing.T, rt Runtime, sessions *fakeSessions, d Daemon
 	return LaunchConfig{
 		Logger: zaptest.NewLogger(t), Runtime: rt, Plan: plan, BuildPolicy: BuildAuto,
 		Sessions: sessions, Daemon: d, Connectors: []policy.Connector{conn}, StoreDir: store,
-		Agent: []string{"agent", "--flag", "arg"},
+		Agent: []string{"agent", "--flag", "arg"}, GuardBinary: "/usr/local/bin/aileron-proxy",
 	}
 }
 
@@ -347,7 +373,8 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 	argv := strings.Join(run.argv, " ")
 	for _, w := range []string{
 		"--name aileron-" + launchTestID, "--label " + LabelSession + "=" + launchTestID,
-		"--network aileron-" + launchTestID, "--add-host host.docker.internal:127.0.0.1",
+		"--network container:aileron-" + launchTestID + "-guard",
+		"--cap-drop ALL --security-opt no-new-privileges --pids-limit 4096",
 		"--workdir /home/agent/workspace", "--entrypoint agent", "--interactive",
 		cfg.Plan.Image + " --flag arg",
 	} {
@@ -355,7 +382,7 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 			t.Errorf("run argv lacks %q:\n%s", w, argv)
 		}
 	}
-	for _, w := range []string{"--user", "--tty", "--rm=false"} {
+	for _, w := range []string{"--user", "--tty", "--rm=false", "--add-host", "--cap-add", "--privileged"} {
 		if strings.Contains(argv, w) {
 			t.Errorf("run argv has %q:\n%s", w, argv)
 		}
@@ -393,20 +420,22 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 
 	// Teardown: container and network removed after the run, files gone,
 	// relays closed.
-	var sawRun, sawRm, sawNetRm bool
+	var sawRun, sawRm, sawGuardRm, sawNetRm bool
 	for i := range f.calls {
 		a := f.calls[i].Args
 		switch {
-		case a[0] == "run" && !strings.Contains(strings.Join(a, " "), "--network none"):
+		case a[0] == "run" && !strings.Contains(strings.Join(a, " "), "--network none") && !slices.Contains(a, "--detach"):
 			sawRun = true
 		case sawRun && a[0] == "rm" && a[len(a)-1] == "aileron-"+launchTestID:
 			sawRm = true
-		case sawRm && len(a) == 3 && a[0] == "network" && a[1] == "rm" && a[2] == "aileron-"+launchTestID:
+		case sawRm && a[0] == "rm" && a[len(a)-1] == "aileron-"+launchTestID+"-guard":
+			sawGuardRm = true
+		case sawGuardRm && len(a) == 3 && a[0] == "network" && a[1] == "rm" && a[2] == "aileron-"+launchTestID:
 			sawNetRm = true
 		}
 	}
-	if !sawRun || !sawRm || !sawNetRm {
-		t.Errorf("want run, then rm --force, then network rm; calls:\n%s", allArgv(f))
+	if !sawRun || !sawRm || !sawGuardRm || !sawNetRm {
+		t.Errorf("want run, then rm --force of the agent, then of the guard's holder, then network rm; calls:\n%s", allArgv(f))
 	}
 	tmp := filepath.Dir(filepath.Dir(strings.TrimSuffix(run.mounts[SandboxToolsFile], ",ro")))
 	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
@@ -420,7 +449,8 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 	banner := stderr.String()
 	for _, w := range []string{"session  " + launchTestID, "tier     0 (base)", "image    " + cfg.Plan.Image,
 		"runtime  docker (--sandbox=docker)", "tools    testapi (local://test/echo)",
-		"aileron-proxy audit tail -f --session " + launchTestID} {
+		"aileron-proxy audit tail -f --session " + launchTestID,
+		"guard    on: TCP to 127.0.0.1:", "hardened all capabilities dropped, no-new-privileges, pids limit 4096, never privileged"} {
 		if !strings.Contains(banner, w) {
 			t.Errorf("banner lacks %q:\n%s", w, banner)
 		}

@@ -118,11 +118,15 @@ type planView struct {
 	Tier     int    `json:"tier"`
 	TierName string `json:"tier_name"`
 	*plainPlan
-	Runtime *RuntimeInfo `json:"runtime,omitempty"`
+	// EgressGuard and Hardening say how launch confines the sandbox.
+	EgressGuard string       `json:"egress_guard"`
+	Hardening   string       `json:"hardening"`
+	Runtime     *RuntimeInfo `json:"runtime,omitempty"`
 }
 
 func planJSON(p *Plan, rt *RuntimeInfo) planView {
-	return planView{Tier: p.Tier.Number(), TierName: p.Tier.Name(), plainPlan: (*plainPlan)(p), Runtime: rt}
+	return planView{Tier: p.Tier.Number(), TierName: p.Tier.Name(), plainPlan: (*plainPlan)(p),
+		EgressGuard: GuardSummary(nil), Hardening: hardeningSummary(), Runtime: rt}
 }
 
 // NewPlan reads projectDir/.devcontainer/devcontainer.json (when present)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -145,6 +146,19 @@ type RunRequest struct {
 	Interactive, TTY bool
 	// Keep, when true, leaves the container after it exits (no --rm).
 	Keep bool
+	// Detach starts the container in the background (-d): Run returns once
+	// it started, with status 0.
+	Detach bool
+	// DropAllCaps drops every capability (--cap-drop ALL); CapAdd then
+	// adds back these, e.g. "NET_ADMIN".
+	DropAllCaps bool
+	CapAdd      []string
+	// NoNewPrivileges sets no-new-privileges: setuid binaries and file
+	// capabilities grant nothing.
+	NoNewPrivileges bool
+	// PidsLimit caps the container's processes and threads; zero means
+	// the runtime's default.
+	PidsLimit int
 	// Stdin, Stdout and Stderr connect to the container; nil discards.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -193,6 +207,20 @@ type Runtime interface {
 	NetworkRemove(ctx context.Context, name string) error
 	// ContainerRemove force-removes a container; a missing one is not an error.
 	ContainerRemove(ctx context.Context, name string) error
+	// Exec runs a command in a running container and returns its exit
+	// status, as Run does.
+	Exec(ctx context.Context, req ExecRequest) (int, error)
+}
+
+// ExecRequest is one command run in a running container.
+type ExecRequest struct {
+	// Container is the container's name; Cmd is argv (no shell).
+	Container string
+	Cmd       []string
+	// User overrides the container's user when set.
+	User string
+	// Stdout and Stderr receive the output; nil discards.
+	Stdout, Stderr io.Writer
 }
 
 // RuntimeConfig configures NewRuntime.
@@ -399,6 +427,26 @@ func (r *cliRuntime) Run(ctx context.Context, req RunRequest) (int, error) {
 	return 0, nil
 }
 
+func (r *cliRuntime) Exec(ctx context.Context, req ExecRequest) (int, error) {
+	if req.Container == "" || len(req.Cmd) == 0 {
+		return 0, errors.New("running a command in a container: no container or command given")
+	}
+	args := []string{"exec"}
+	if req.User != "" {
+		args = append(args, "--user", req.User)
+	}
+	args = append(append(args, req.Container), req.Cmd...)
+	r.debugExec(args)
+	err := r.exec(ctx, Command{Path: r.bin, Args: args, Stdout: req.Stdout, Stderr: req.Stderr})
+	if code, ok := ExitCode(err); ok {
+		return code, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("running %s exec in %s: %w", r.bin, req.Container, err)
+	}
+	return 0, nil
+}
+
 // runArgs builds the argv of `run`; envFile, when set, must be removed by
 // the caller even on error.
 func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err error) {
@@ -415,8 +463,23 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 	for _, k := range sortedKeys(req.Labels) {
 		args = append(args, "--label", k+"="+req.Labels[k])
 	}
+	if req.Detach {
+		args = append(args, "--detach")
+	}
 	if req.Network != "" {
 		args = append(args, "--network", req.Network)
+	}
+	if req.DropAllCaps {
+		args = append(args, "--cap-drop", "ALL")
+	}
+	for _, c := range req.CapAdd {
+		args = append(args, "--cap-add", c)
+	}
+	if req.NoNewPrivileges {
+		args = append(args, "--security-opt", "no-new-privileges")
+	}
+	if req.PidsLimit > 0 {
+		args = append(args, "--pids-limit", strconv.Itoa(req.PidsLimit))
 	}
 	for _, h := range sortedKeys(req.AddHosts) {
 		args = append(args, "--add-host", h+":"+req.AddHosts[h])

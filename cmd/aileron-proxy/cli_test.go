@@ -104,6 +104,7 @@ var helpGoldens = []struct {
 	{file: "approvals-help.golden", cmds: [][]string{{"approvals"}, {"approvals", "list"}, {"approvals", "approve"}, {"approvals", "deny"}}},
 	{file: "connector-help.golden", cmds: [][]string{{"connector"}, {"connector", "install"}, {"connector", "list"}, {"connector", "validate"}, {"connector", "remove"}}},
 	{file: "credential-audit-help.golden", cmds: [][]string{{"credential"}, {"credential", "set"}, {"credential", "list"}, {"credential", "remove"}, {"audit"}, {"audit", "tail"}}},
+	{file: "internal-help.golden", cmds: [][]string{{"internal"}, {"internal", "guard"}, {"internal", "guard", "hold"}, {"internal", "guard", "apply"}, {"internal", "guard", "show"}}},
 	{file: "launch-help.golden", bare: true, cmds: [][]string{{"launch"}}},
 	{file: "sandbox-help.golden", cmds: [][]string{{"sandbox"}, {"sandbox", "init"}, {"sandbox", "plan"}, {"sandbox", "build"}, {"sandbox", "check"}}},
 	{file: "serve-help.golden", cmds: [][]string{{"serve"}}},

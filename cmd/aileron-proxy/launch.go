@@ -131,6 +131,10 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 	if err != nil {
 		return err
 	}
+	guardBin, err := launcher.GuardHelper(a.getenv(launcher.EnvGuardBinary))
+	if err != nil {
+		return err
+	}
 
 	client, stop, err := a.launchDaemon(ctx, log)
 	if err != nil {
@@ -154,6 +158,7 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 		Stderr:        a.stderr,
 		TTY:           isTerminal(a.stdin),
 		AuditLog:      a.homePath(daemon.AuditFile),
+		GuardBinary:   guardBin,
 	})
 	if err != nil {
 		return err

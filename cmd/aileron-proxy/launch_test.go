@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aileron-dev/aileron-proxy/daemon"
+	"github.com/aileron-dev/aileron-proxy/launcher"
 )
 
 func TestLaunchUsageErrors(t *testing.T) {
@@ -32,6 +34,37 @@ func TestLaunchUsageErrors(t *testing.T) {
 	}
 }
 
+// staticELF writes a minimal statically linked ELF header (no program
+// interpreter), which the fake docker never runs, as the guard helper.
+func staticELF(t *testing.T) string {
+	t.Helper()
+	h := make([]byte, 64)
+	copy(h, "\x7fELF\x02\x01\x01")
+	binary.LittleEndian.PutUint16(h[16:], 2)  // ET_EXEC
+	binary.LittleEndian.PutUint16(h[18:], 62) // EM_X86_64
+	binary.LittleEndian.PutUint32(h[20:], 1)  // EV_CURRENT
+	binary.LittleEndian.PutUint16(h[52:], 64) // e_ehsize
+	p := filepath.Join(t.TempDir(), "aileron-proxy")
+	if err := os.WriteFile(p, h, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestLaunchRefusesDynamicGuardHelper: the guard helper runs in the holder
+// container, so a dynamically linked one stops launch with the fix.
+func TestLaunchRefusesDynamicGuardHelper(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "docker"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	_, stderr, code := runCLI(t, t.TempDir(), "", map[string]string{launcher.EnvGuardBinary: "/bin/sh"}, "launch", "--sandbox=docker", "--project", t.TempDir(), "--", "claude")
+	if code != exitFailure || !strings.Contains(stderr, "/bin/sh is dynamically linked") || !strings.Contains(stderr, "CGO_ENABLED=0") {
+		t.Errorf("launch with a dynamic guard helper = exit %d, stderr %q", code, stderr)
+	}
+}
+
 // fakeDockerScript stands in for the docker CLI: it logs each argv,
 // answers the image, network and check calls, and runs the agent on the
 // host with the env file's variables (the "gateway" is 127.0.0.1).
@@ -44,8 +77,10 @@ case "$1 ${2-}" in
 "network rm") exit 0 ;;
 esac
 [ "$1" = rm ] && exit 0
+[ "$1" = exec ] && exit 0
 [ "$1" = run ] || exit 1
 case " $* " in
+*" --detach "*) exit 0 ;;
 *" --network none "*)
 	printf 'aileron-check:shell:ok\naileron-check:uid:1000\naileron-check:path:/bin\naileron-check:workspace:ok\naileron-check:agent:ok:/bin/sh\naileron-check:wget:ok:/bin/wget\n'
 	exit 0 ;;
@@ -87,7 +122,8 @@ func TestLaunchStartsDaemonInProcess(t *testing.T) {
 echo "api=$AILERON_API_URL"
 curl -sS --noproxy '*' --max-time 10 -o /dev/null -w 'status=%{http_code}\n' "$AILERON_API_URL/openapi.json"
 } > "$2" 2>&1; exit 3`
-	_, stderr, code := runCLI(t, home, "", nil, "launch", "--sandbox=docker", "--project", project, "--", "sh", "-c", script, "agent", home, out)
+	env := map[string]string{launcher.EnvGuardBinary: staticELF(t)}
+	_, stderr, code := runCLI(t, home, "", env, "launch", "--sandbox=docker", "--project", project, "--", "sh", "-c", script, "agent", home, out)
 	if code != 3 {
 		t.Fatalf("launch = exit %d, want the agent's 3\nstderr: %s", code, stderr)
 	}

@@ -135,6 +135,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newAuditCmd(a),
 		newConnectorCmd(a),
 		newCredentialCmd(a),
+		newInternalCmd(a),
 		newLaunchCmd(a),
 		newSandboxCmd(a),
 		newServeCmd(a),
