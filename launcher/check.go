@@ -32,6 +32,8 @@ type CheckOptions struct {
 	// Workspace is the host directory mounted at WorkspacePath; empty means
 	// a fresh temporary directory writable by any user, removed afterwards.
 	Workspace string
+	// User runs the checks (--user); empty means the image's USER.
+	User string
 	// BaseImage is named in fixes; empty means BaseImage("").
 	BaseImage string
 }
@@ -144,6 +146,7 @@ func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, err
 		Entrypoint: "/bin/sh",
 		Cmd:        []string{"-c", checkScript, "aileron-check", opts.Agent, wantWget, WorkspacePath},
 		Network:    "none",
+		User:       opts.User,
 		Workdir:    WorkspacePath,
 		Mounts:     []Mount{{Source: ws, Target: WorkspacePath}},
 		Labels:     map[string]string{LabelManaged: "true"},

@@ -61,6 +61,13 @@ type DevContainer struct {
 	ContainerEnv map[string]string
 	// Aileron is "customizations.aileron"; zero when absent.
 	Aileron AileronSettings
+	// RemoteUser and ContainerUser are "remoteUser" and "containerUser":
+	// the image user the agent runs as (remoteUser wins); empty means the
+	// image's USER.
+	RemoteUser, ContainerUser string
+	// UpdateRemoteUserUID is "updateRemoteUserUID"; nil when absent (which
+	// means true, as in the devcontainer CLI on Linux).
+	UpdateRemoteUserUID *bool
 	// Ignored lists top-level and build keys that are valid devcontainer
 	// settings but that aileron-proxy does not apply (features, mounts, ...),
 	// sorted, for warnings.
@@ -126,11 +133,11 @@ func (e *ConfigError) Error() string {
 // but not applied by aileron-proxy; it produces a warning, not an error.
 func isIgnoredTopLevel(name string) bool {
 	switch name {
-	case "features", "mounts", "runArgs", "remoteUser", "containerUser", "remoteEnv",
+	case "features", "mounts", "runArgs", "remoteEnv",
 		"postCreateCommand", "postStartCommand", "postAttachCommand", "onCreateCommand",
 		"updateContentCommand", "initializeCommand", "workspaceFolder", "workspaceMount",
 		"dockerComposeFile", "service", "forwardPorts", "appPort", "capAdd", "securityOpt",
-		"privileged", "init", "overrideCommand", "shutdownAction", "updateRemoteUserUID",
+		"privileged", "init", "overrideCommand", "shutdownAction",
 		"userEnvProbe", "hostRequirements", "portsAttributes", "otherPortsAttributes", "waitFor",
 		"overrideFeatureInstallOrder":
 		return true
@@ -306,6 +313,18 @@ func (p *dcParser) parse(root *hujson.Value) {
 			p.dc.ContainerEnv = p.stringMap(m.value, "containerEnv")
 		case "customizations":
 			p.parseCustomizations(m.value)
+		case "remoteUser":
+			p.dc.RemoteUser, _ = p.str(m.value, "remoteUser", false)
+		case "containerUser":
+			p.dc.ContainerUser, _ = p.str(m.value, "containerUser", false)
+		case "updateRemoteUserUID":
+			lit, isLit := m.value.Value.(hujson.Literal)
+			if !isLit || (lit.Kind() != 't' && lit.Kind() != 'f') {
+				p.addf(m.value, "updateRemoteUserUID", "must be true or false, not %s", kindName(m.value))
+				break
+			}
+			b := lit.Kind() == 't'
+			p.dc.UpdateRemoteUserUID = &b
 		default:
 			if isIgnoredTopLevel(m.name) {
 				p.dc.Ignored = append(p.dc.Ignored, m.name)

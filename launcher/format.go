@@ -68,6 +68,14 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 	if len(p.ContainerEnv) > 0 {
 		row("container env", strings.Join(sortedKeys(p.ContainerEnv), " "))
 	}
+	user := "(the image's USER)"
+	if p.User != "" {
+		user = p.User
+	}
+	if p.UpdateRemoteUserUID {
+		user += ", uid/gid remapped to the project owner's (updateRemoteUserUID)"
+	}
+	row("user", user)
 	row("mediation", p.Mediation.String())
 	row("approval surface", p.ApprovalSurface.String())
 	row("egress guard", GuardSummary(nil))

@@ -173,8 +173,10 @@ func (l *launch) onExit(what string, fn func(ctx context.Context) error) {
 //     tool that would shadow the agent command (or another conflict) stops
 //     the launch before anything is created;
 //  2. creates a session on the daemon for cfg.ConnectorFQNs;
-//  3. prepares the image with cfg.BuildPolicy and validates it (Check)
-//     with the project mounted;
+//  3. prepares the image with cfg.BuildPolicy, picks the agent's user
+//     (ResolveAgentUser: the image user remapped to the project owner's
+//     uid/gid, or root for a root-owned project) and validates the image
+//     (Check) with the project mounted;
 //  4. creates a per-session internal network (no route off the host) and
 //     two relays on its gateway to the daemon's proxy and API;
 //  5. starts the egress guard (StartGuard): a holder container owning the
@@ -253,8 +255,12 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	if _, err := Prepare(ctx, l.rt, plan, PrepareOptions{Policy: cfg.BuildPolicy, Output: cfg.Stderr}); err != nil {
 		return 0, err
 	}
+	user, err := ResolveAgentUser(ctx, l.rt, plan, nil)
+	if err != nil {
+		return 0, err
+	}
 	rep, err := Check(ctx, l.rt, CheckOptions{
-		Image: plan.Image, Agent: agent, Shims: len(rendered.Shims) > 0,
+		Image: user.Image, User: user.User, Agent: agent, Shims: len(rendered.Shims) > 0,
 		Workspace: plan.ProjectDir, BaseImage: plan.BaseImage,
 	})
 	if err != nil {
@@ -298,7 +304,8 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	run := RunRequest{
-		Image:           plan.Image,
+		Image:           user.Image,
+		User:            user.User,
 		Entrypoint:      agent,
 		Cmd:             cfg.Agent[1:],
 		Name:            name,
@@ -318,7 +325,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	}
 	writeBanner(cfg.Stderr, bannerInfo{
 		session: sess.ID, plan: plan, rt: l.rt, tools: rendered.Shims,
-		network: network, proxy: proxyRelay.Addr(), auditLog: cfg.AuditLog, guard: guard.Summary,
+		network: network, proxy: proxyRelay.Addr(), auditLog: cfg.AuditLog, guard: guard.Summary, user: user.Summary,
 	})
 	return l.runAgent(ctx, run)
 }

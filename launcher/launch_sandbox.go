@@ -294,8 +294,8 @@ type bannerInfo struct {
 	network  Network
 	proxy    string
 	auditLog string
-	// guard is the egress guard's GuardSummary.
-	guard string
+	// guard is the egress guard's GuardSummary; user the AgentUser's.
+	guard, user string
 }
 
 // writeBanner prints the short summary launch shows on stderr before the
@@ -322,11 +322,12 @@ func writeBanner(w io.Writer, b bannerInfo) {
 		"  tier     %s\n"+
 		"  image    %s\n"+
 		"  runtime  %s (%s)\n"+
+		"  user     %s\n"+
 		"  tools    %s\n"+
 		"  egress   internal network %s (%s): only the proxy at %s and the API\n"+
 		"  guard    %s\n"+
 		"  hardened %s\n"+
 		"  audit    %s\n",
-		b.session, b.plan.Tier, b.plan.Image, b.rt.Kind(), selection, tools,
+		b.session, b.plan.Tier, b.plan.Image, b.rt.Kind(), selection, b.user, tools,
 		b.network.Name, b.network.Subnet, b.proxy, b.guard, hardeningSummary(), audit)
 }

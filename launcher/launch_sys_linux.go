@@ -27,3 +27,12 @@ func ownProcessGroup(cmd *exec.Cmd) {
 	}
 	cmd.SysProcAttr.Setpgid = true
 }
+
+// ownerOf returns the uid and gid owning path; ok is false when unknown.
+func ownerOf(path string) (uid, gid int, ok bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, 0, false
+	}
+	return int(st.Uid), int(st.Gid), true
+}

@@ -151,6 +151,8 @@ func respondLikeDocker(agent func(c Command) error) func(c Command) (string, str
 			return "", "", nil
 		case a[0] == "rm":
 			return "", "", nil
+		case a[0] == "run" && slices.Contains(a, probeUserScript):
+			return fmt.Sprintf("aileron-user:%d:%d:agent\n", fakeImageUID, fakeImageUID), "", nil
 		case a[0] == "run" && strings.Contains(strings.Join(a, " "), "--network none"):
 			return checkOK, "", nil
 		case a[0] == "run" && slices.Contains(a, "--detach"):
@@ -271,9 +273,22 @@ func (run *agentRun) visit() error {
 	})
 }
 
+// fakeImageUID is the uid and gid of the fake image's user: the test's
+// own, or 1000 when the test runs as root (launchTestConfig then gives the
+// project to 1000), so the agent keeps the image user.
+var fakeImageUID = map[bool]int{true: 1000, false: os.Getuid()}[os.Getuid() == 0]
+
 func launchTestConfig(t *testing.T, rt Runtime, sessions *fakeSessions, d DaemonEndpoints, conn policy.Connector, store string) LaunchConfig {
 	t.Helper()
-	plan, err := NewPlan(t.TempDir(), PlanOptions{})
+	project := t.TempDir()
+	if os.Getuid() == 0 {
+		if err := os.Chown(project, 1000, 1000); err != nil {
+			t.Fatal(err)
+		}
+	} else if os.Getgid() != os.Getuid() {
+		t.Skip("the fake image user needs uid == gid")
+	}
+	plan, err := NewPlan(project, PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +465,7 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 	for _, w := range []string{"session  " + launchTestID, "tier     0 (base)", "image    " + cfg.Plan.Image,
 		"runtime  docker (--sandbox=docker)", "tools    testapi (local://test/echo)",
 		"aileron-proxy audit tail -f --session " + launchTestID,
-		"guard    on: TCP to 127.0.0.1:", "hardened all capabilities dropped, no-new-privileges, pids limit 4096, never privileged"} {
+		"guard    on: TCP to 127.0.0.1:", fmt.Sprintf("user     agent (uid %d, gid %d), the image's user, who owns the project", fakeImageUID, fakeImageUID), "hardened all capabilities dropped, no-new-privileges, pids limit 4096, never privileged"} {
 		if !strings.Contains(banner, w) {
 			t.Errorf("banner lacks %q:\n%s", w, banner)
 		}
@@ -515,7 +530,7 @@ func TestLaunchCheckFailureEndsSession(t *testing.T) {
 	conn, store := testConnector(t, "testapi")
 	respond := respondLikeDocker(func(Command) error { t.Error("the agent ran despite a failed check"); return nil })
 	f := &fakeExec{respond: func(c Command) (string, string, error) {
-		if c.Args[0] == "run" {
+		if c.Args[0] == "run" && !slices.Contains(c.Args, probeUserScript) {
 			return strings.Replace(checkOK, "agent:ok:/usr/bin/agent", "agent:fail", 1), "", nil
 		}
 		return respond(c)

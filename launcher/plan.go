@@ -82,6 +82,12 @@ type Plan struct {
 	DevContainer string `json:"devcontainer,omitempty"`
 	// ContainerEnv is the devcontainer's containerEnv; nil when none.
 	ContainerEnv map[string]string `json:"container_env,omitempty"`
+	// User is the image user the agent runs as (devcontainer remoteUser,
+	// else containerUser); empty means the image's USER.
+	User string `json:"user,omitempty"`
+	// UpdateRemoteUserUID remaps User's uid/gid to the project owner's
+	// (devcontainer updateRemoteUserUID; default true).
+	UpdateRemoteUserUID bool `json:"update_remote_user_uid"`
 	// Mediation and ApprovalSurface are the customizations.aileron settings
 	// with defaults applied.
 	Mediation       Mediation       `json:"mediation"`
@@ -142,10 +148,11 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 		return nil, fmt.Errorf("reading project directory %q: not a directory (pass a directory with --project)", abs)
 	}
 	p := &Plan{
-		ProjectDir:      abs,
-		BaseImage:       BaseImage(opts.BaseVersion),
-		Mediation:       MediationDefault,
-		ApprovalSurface: ApprovalSurfaceBoth,
+		ProjectDir:          abs,
+		BaseImage:           BaseImage(opts.BaseVersion),
+		Mediation:           MediationDefault,
+		ApprovalSurface:     ApprovalSurfaceBoth,
+		UpdateRemoteUserUID: true,
 	}
 	dcPath := filepath.Join(abs, filepath.FromSlash(DevContainerPath))
 	data, err := os.ReadFile(dcPath)
@@ -167,6 +174,13 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 	}
 	p.DevContainer = dcPath
 	p.ContainerEnv = dc.ContainerEnv
+	p.User = dc.RemoteUser
+	if p.User == "" {
+		p.User = dc.ContainerUser
+	}
+	if dc.UpdateRemoteUserUID != nil {
+		p.UpdateRemoteUserUID = *dc.UpdateRemoteUserUID
+	}
 	if dc.Aileron.Mediation != "" {
 		p.Mediation = dc.Aileron.Mediation
 	}

@@ -85,8 +85,11 @@ func (f *fakeRuntime) Run(_ context.Context, req RunRequest) (int, error) {
 func (f *fakeRuntime) NetworkCreate(context.Context, NetworkRequest) (Network, error) {
 	return Network{}, errors.New("not in the fake")
 }
-func (f *fakeRuntime) NetworkRemove(context.Context, string) error    { return nil }
-func (f *fakeRuntime) ContainerRemove(context.Context, string) error  { return nil }
+func (f *fakeRuntime) NetworkRemove(context.Context, string) error   { return nil }
+func (f *fakeRuntime) ContainerRemove(context.Context, string) error { return nil }
+func (f *fakeRuntime) ImageID(context.Context, string) (string, error) {
+	return "feedfacefeedface", nil
+}
 func (f *fakeRuntime) Exec(context.Context, ExecRequest) (int, error) { return 0, nil }
 
 func TestPreparePolicies(t *testing.T) {

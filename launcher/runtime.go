@@ -198,6 +198,8 @@ type Runtime interface {
 	Build(ctx context.Context, req BuildRequest) error
 	// ImageExists reports whether ref is present locally.
 	ImageExists(ctx context.Context, ref string) (bool, error)
+	// ImageID returns the local image's ID (hex, without "sha256:").
+	ImageID(ctx context.Context, ref string) (string, error)
 	Pull(ctx context.Context, ref string, out io.Writer) error
 	// Run runs a container in the foreground and returns its exit status.
 	// err is non-nil only when the CLI could not be run at all; statuses
@@ -389,6 +391,18 @@ func (r *cliRuntime) ImageExists(ctx context.Context, ref string) (bool, error) 
 		return false, nil
 	}
 	return err == nil, wrapf(err, "checking for image %s", ref)
+}
+
+func (r *cliRuntime) ImageID(ctx context.Context, ref string) (string, error) {
+	out, err := r.run(ctx, "image", "inspect", "--format", "{{.Id}}", ref)
+	if err != nil {
+		return "", fmt.Errorf("reading the ID of image %s: %w", ref, err)
+	}
+	id := strings.TrimPrefix(strings.TrimSpace(out), "sha256:")
+	if id == "" || strings.Trim(id, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("reading the ID of image %s: %s image inspect printed %q, not a hex ID", ref, r.bin, out)
+	}
+	return id, nil
 }
 
 func (r *cliRuntime) Pull(ctx context.Context, ref string, out io.Writer) error {
