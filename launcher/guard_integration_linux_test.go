@@ -55,6 +55,32 @@ func buildStaticBins(t *testing.T) (guard, netprobe string) {
 	return staticBins.guard, staticBins.netprobe
 }
 
+// testBase is the sandbox base image, built unless present.
+func testBase(ctx context.Context, t *testing.T, rt Runtime) string {
+	t.Helper()
+	base := BaseImage("")
+	if _, err := ensureBase(ctx, rt, base, PrepareOptions{Policy: BuildAuto}); err != nil {
+		t.Fatal(err)
+	}
+	return base
+}
+
+// internalNetwork creates an internal network without DNS, as launch
+// does, removed when the test ends.
+func internalNetwork(ctx context.Context, t *testing.T, rt Runtime, name string) Network {
+	t.Helper()
+	n, err := rt.NetworkCreate(ctx, NetworkRequest{Name: name, Internal: true, DisableDNS: true, Labels: map[string]string{LabelManaged: "true"}})
+	if err != nil {
+		t.Fatalf("NetworkCreate: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := rt.NetworkRemove(context.Background(), name); err != nil {
+			t.Errorf("NetworkRemove: %v", err)
+		}
+	})
+	return n
+}
+
 // serveText serves text over HTTP on ln until the test ends.
 func serveText(t *testing.T, ln net.Listener, text string) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, text) }), ReadHeaderTimeout: 5 * time.Second}
@@ -92,12 +118,7 @@ func TestGuardRealRuntimes(t *testing.T) {
 			guardBin, netprobe := buildStaticBins(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			base := BaseImage("")
-			if ok, err := rt.ImageExists(ctx, base); err != nil || !ok {
-				if err := BuildBase(ctx, rt, base, nil, ""); err != nil {
-					t.Fatal(err)
-				}
-			}
+			base := testBase(ctx, t, rt)
 			id := fmt.Sprintf("aileron-guardtest-%d", time.Now().UnixNano())
 			labels := map[string]string{LabelManaged: "true"}
 
@@ -121,15 +142,7 @@ func TestGuardRealRuntimes(t *testing.T) {
 			peerIP := inspectIP(t, kind, peer)
 			bridgeIP := defaultBridgeIP(t, kind)
 
-			n, err := rt.NetworkCreate(ctx, NetworkRequest{Name: id, Internal: true, DisableDNS: true, Labels: labels})
-			if err != nil {
-				t.Fatalf("NetworkCreate: %v", err)
-			}
-			t.Cleanup(func() {
-				if err := rt.NetworkRemove(context.Background(), id); err != nil {
-					t.Errorf("NetworkRemove: %v", err)
-				}
-			})
+			n := internalNetwork(ctx, t, rt, id)
 			relay, err := listenFreebind(net.JoinHostPort(n.Gateway, "0"))
 			if err != nil {
 				t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -30,31 +29,14 @@ func TestSandboxInternalNetwork(t *testing.T) {
 			rt := realRuntime(t, kind)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			base := BaseImage("")
-			if ok, err := rt.ImageExists(ctx, base); err != nil || !ok {
-				if err := BuildBase(ctx, rt, base, nil, ""); err != nil {
-					t.Fatal(err)
-				}
-			}
+			base := testBase(ctx, t, rt)
 			name := fmt.Sprintf("aileron-test-%d", time.Now().UnixNano())
-			n, err := rt.NetworkCreate(ctx, NetworkRequest{Name: name, Internal: true, DisableDNS: true, Labels: map[string]string{LabelManaged: "true"}})
-			if err != nil {
-				t.Fatalf("NetworkCreate: %v", err)
-			}
-			t.Cleanup(func() {
-				if err := rt.NetworkRemove(context.Background(), name); err != nil {
-					t.Errorf("NetworkRemove: %v", err)
-				}
-			})
+			n := internalNetwork(ctx, t, rt, name)
 			ln, err := listenFreebind(net.JoinHostPort(n.Gateway, "0"))
 			if err != nil {
 				t.Fatalf("listening on the gateway %s: %v", n.Gateway, err)
 			}
-			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				fmt.Fprint(w, "gateway-ok")
-			}), ReadHeaderTimeout: 5 * time.Second}
-			go srv.Serve(ln)
-			t.Cleanup(func() { srv.Close() })
+			serveText(t, ln, "gateway-ok")
 			// Through the runtime's host alias, pinned to the gateway, as launch does.
 			_, port, _ := net.SplitHostPort(ln.Addr().String())
 			gwURL := "http://" + net.JoinHostPort(rt.HostAlias(), port) + "/"
