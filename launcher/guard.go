@@ -35,7 +35,7 @@ type GuardChain struct {
 
 // GuardRules returns the egress guard for a sandbox that may reach only
 // allow (TCP, IPv4): in the namespace's output hook everything is dropped
-// except loopback, replies (conntrack established/related) and new TCP
+// except loopback (but for Docker's embedded DNS server, 127.0.0.11), replies (conntrack established/related) and new TCP
 // connections to exactly those endpoints; what is not allowed is rejected
 // (so it fails fast) and the chain policy drops anything the reject cannot
 // answer. The input hook admits only loopback and replies; forward drops
@@ -61,11 +61,11 @@ func GuardRules(allow []netip.AddrPort) (*GuardRuleset, error) {
 	chain := func(name string, hook *nftables.ChainHook) *nftables.Chain {
 		return &nftables.Chain{Name: name, Table: t, Type: nftables.ChainTypeFilter, Hooknum: hook, Priority: nftables.ChainPriorityFilter, Policy: &drop}
 	}
-	output := [][]expr.Any{ifname(expr.MetaKeyOIFNAME, "lo"), ctEstablished()}
+	output := [][]expr.Any{append(ipv4To(dockerDNS), reject()), ifname(expr.MetaKeyOIFNAME, "lo"), ctEstablished()}
 	for _, ep := range eps {
 		output = append(output, tcpTo(ep))
 	}
-	output = append(output, []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED}})
+	output = append(output, []expr.Any{reject()})
 	return &GuardRuleset{Table: t, Chains: []GuardChain{
 		{Chain: chain("forward", nftables.ChainHookForward)},
 		{Chain: chain("input", nftables.ChainHookInput), Rules: [][]expr.Any{ifname(expr.MetaKeyIIFNAME, "lo"), ctEstablished()}},
@@ -73,7 +73,27 @@ func GuardRules(allow []netip.AddrPort) (*GuardRuleset, error) {
 	}}, nil
 }
 
+// dockerDNS is the address of Docker's embedded DNS server, which listens
+// inside the container's own network namespace (reached through lo): the
+// guard refuses it, so no resolver answers in the sandbox.
+var dockerDNS = netip.AddrFrom4([4]byte{127, 0, 0, 11})
+
 func accept() *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictAccept} }
+
+func reject() *expr.Reject {
+	return &expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED}
+}
+
+// ipv4To matches IPv4 packets to addr.
+func ipv4To(addr netip.Addr) []expr.Any {
+	ip := addr.As4()
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ip[:]},
+	}
+}
 
 // ifname matches the input or output interface name, then accepts.
 func ifname(key expr.MetaKey, name string) []expr.Any {
@@ -95,19 +115,14 @@ func ctEstablished() []expr.Any {
 
 // tcpTo accepts TCP to one IPv4 endpoint.
 func tcpTo(ep netip.AddrPort) []expr.Any {
-	ip := ep.Addr().As4()
 	port := binary.BigEndian.AppendUint16(nil, ep.Port())
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ip[:]},
+	return append(ipv4To(ep.Addr()),
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port},
 		accept(),
-	}
+	)
 }
 
 // Lines renders the ruleset in nft's syntax, one chain header or rule a

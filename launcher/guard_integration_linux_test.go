@@ -89,7 +89,8 @@ func serveText(t *testing.T, ln net.Listener, text string) {
 }
 
 // guardProbeScript runs in the guarded container as `sh -c SCRIPT probe
-// ALLOWED GW_HOST_SERVICE OTHER_BRIDGE_HOST_SERVICE PEER`, one line per check.
+// ALLOWED GW_HOST_SERVICE OTHER_BRIDGE_HOST_SERVICE PEER HOLDER`, one line
+// per check (HOLDER is a name only the runtime's DNS server knows).
 const guardProbeScript = `probe() { out=$(curl -sS --noproxy '*' --connect-timeout 3 --max-time 5 "http://$2/" 2>&1); echo "$1 rc=$? $out"; }
 probe allowed "$1"
 probe gateway-host-service "$2"
@@ -97,6 +98,7 @@ probe bridge-host-service "$3"
 probe peer-container "$4"
 out=$(curl -sS -6 --connect-timeout 3 --max-time 5 "http://[fd00:dead::1]:80/" 2>&1); echo "ipv6 rc=$? $out"
 grep -E '^(CapBnd|CapEff|NoNewPrivs):' /proc/self/status
+/netprobe dns "$5"; echo "dns rc=$?"
 /netprobe ifdown lo; echo "ifdown rc=$?"
 /guard internal guard apply --allow 10.1.2.3:80 >/dev/null 2>&1; echo "rules rc=$?"
 /guard internal guard show >/dev/null 2>&1; echo "show rc=$?"
@@ -183,7 +185,7 @@ func TestGuardRealRuntimes(t *testing.T) {
 				Mounts: []Mount{{Source: netprobe, Target: "/netprobe", ReadOnly: true}, {Source: guardBin, Target: "/guard", ReadOnly: true}},
 				Labels: labels, Entrypoint: "/bin/sh",
 				Cmd: []string{"-c", guardProbeScript, "probe", relay.Addr().String(),
-					net.JoinHostPort(n.Gateway, hostPort), net.JoinHostPort(bridgeIP, hostPort), net.JoinHostPort(peerIP, "8080")},
+					net.JoinHostPort(n.Gateway, hostPort), net.JoinHostPort(bridgeIP, hostPort), net.JoinHostPort(peerIP, "8080"), g.Container},
 				Stdout: &probe, Stderr: &probe,
 			})
 			got := probe.String()
@@ -196,7 +198,7 @@ func TestGuardRealRuntimes(t *testing.T) {
 					t.Errorf("probe output lacks %q", want)
 				}
 			}
-			for _, denied := range []string{"gateway-host-service", "bridge-host-service", "peer-container", "ipv6", "ifdown", "rules", "show"} {
+			for _, denied := range []string{"gateway-host-service", "bridge-host-service", "peer-container", "ipv6", "dns", "ifdown", "rules", "show"} {
 				if strings.Contains(got, denied+" rc=0") {
 					t.Errorf("%s succeeded inside the guarded sandbox", denied)
 				}

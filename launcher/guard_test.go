@@ -22,6 +22,7 @@ var wantGuard = []string{
 	`  iifname "lo" accept`,
 	"  ct state established,related accept",
 	"chain output { type filter hook output priority 0; policy drop; }",
+	"  meta nfproto ipv4 ip daddr 127.0.0.11 reject with icmpx admin-prohibited",
 	`  oifname "lo" accept`,
 	"  ct state established,related accept",
 	"  meta nfproto ipv4 ip daddr 10.89.1.1 meta l4proto tcp th dport 41000 accept",
