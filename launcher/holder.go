@@ -75,7 +75,7 @@ func StartGuard(ctx context.Context, rt Runtime, req GuardRequest) (g *Guard, st
 		Mounts:      []Mount{{Source: req.Binary, Target: GuardBinaryPath, ReadOnly: true}},
 		Labels:      req.Labels,
 		Detach:      true,
-		DropAllCaps: true, CapAdd: []string{"NET_ADMIN"}, NoNewPrivileges: true, PidsLimit: 16,
+		DropAllCaps: true, CapAdd: []string{"NET_ADMIN"}, NoNewPrivileges: true, PidsLimit: 64,
 		Stdout: &out, Stderr: &out,
 	})
 	if err == nil && code != 0 {

@@ -45,9 +45,13 @@ when none runs it starts one in-process for its own lifetime. It then:
   2. creates the session, prepares the project's sandbox image (--sandbox-build: auto
      builds tier 0/1 images only when missing, always rebuilds, never fails when
      missing) and validates it in a throwaway container;
-  3. creates an internal network for the session, with no route off the host: the
-     sandbox reaches only the proxy and the API, relayed on the network's gateway;
-  4. runs AGENT (the image's ENTRYPOINT is not used) as the image's user, with the
+  3. creates an internal network for the session, with no route off the host, relays
+     the proxy and the API on its gateway, and installs the egress guard (nftables in
+     the sandbox's network namespace, held by a CAP_NET_ADMIN-only container): the
+     sandbox reaches only those two relays, nothing else on the host; if the guard
+     cannot be installed, launch stops;
+  4. runs AGENT (the image's ENTRYPOINT is not used) with every capability dropped,
+     no-new-privileges and a pids limit, as the image's user, with the
      project mounted read-write at ` + launcher.WorkspacePath + ` (its working directory),
      tools.txt at ` + launcher.SandboxToolsFile + `, the shims in ` + launcher.SandboxShimsDir + `,
      the session CA at ` + launcher.SandboxCAFile + ` and the CA bundle at ` + launcher.SandboxCABundle + `
@@ -55,14 +59,18 @@ when none runs it starts one in-process for its own lifetime. It then:
      carries AILERON_API_URL, AILERON_TOKEN, AILERON_SESSION_ID, HTTPS_PROXY and the CA
      variables common clients read (see docs/launcher.md); secrets never go in argv.
 
-The image's user must be able to write the project directory: with a rootful runtime
-that is uid 1000 (user agent) for the sandbox-base image, so a root-owned 0700
-project fails the validation with its fix.
+When the project belongs to another uid/gid than the image's user, that user is
+remapped to the owner's ids in a derived image (devcontainer updateRemoteUserUID,
+default true), so the agent's files belong to the project owner; a root-owned project
+runs the agent as uid 0, still with every capability dropped.
+
+The guard runs this binary inside a container, so it must be statically linked
+(CGO_ENABLED=0, as make build does) or AILERON_GUARD_BINARY must name a static build.
 
 A terminal is allocated when stdin is one. SIGINT and SIGTERM are passed to the agent;
 when it has not exited 10s later its container is removed. On exit the container, the
-network, the relays and the temporary files are removed and the session is ended,
-audited as session.ended with the agent's exit status.
+guard's holder, the network, the relays and the temporary files are removed and the
+session is ended, audited as session.ended with the agent's exit status.
 
 Exit status: the agent's; 1 when the sandbox could not be started; 2 on usage errors.`,
 		Example: `  aileron-proxy launch -- claude
