@@ -17,4 +17,11 @@
 // through a shell, and secret environment values never appear in argv.
 //
 // Check runs the runtime-contract validations in a throwaway container.
+//
+// Launch confines the agent: StartGuard gives the sandbox a network
+// namespace held by a CAP_NET_ADMIN-only container whose nftables egress
+// guard (GuardRules, a pure function) lets out only TCP to the session's
+// relays; the agent joins it with every capability dropped.
+// ResolveAgentUser picks the agent's user (devcontainer
+// updateRemoteUserUID).
 package launcher
