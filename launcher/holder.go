@@ -56,9 +56,10 @@ type Guard struct {
 
 // StartGuard starts the holder container on req.Network and installs the
 // egress guard in its namespace (GuardRules of req.Allow), verifying the
-// rules the kernel then holds. It fails closed: on any error the holder is
-// removed and nothing must run in the namespace. stop removes the holder;
-// it is non-nil whenever the holder may have been created, also on error.
+// rules the kernel then holds. It fails closed: on any error nothing may
+// run in the namespace. stop removes the holder; it is non-nil whenever
+// the holder may have been created, also on error, and the caller must
+// call it then too.
 func StartGuard(ctx context.Context, rt Runtime, req GuardRequest) (g *Guard, stop func(context.Context) error, err error) {
 	if req.Name == "" || req.Image == "" || req.Network == "" || req.Binary == "" {
 		return nil, nil, errors.New("starting the egress guard: GuardRequest needs Name, Image, Network and Binary")
