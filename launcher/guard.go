@@ -15,10 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// GuardTable is the nftables table (family inet: IPv4 and IPv6) the egress
-// guard installs in the sandbox's network namespace.
-const GuardTable = "aileron_guard"
-
 // GuardRuleset is the egress guard's nftables ruleset: one table whose
 // base chains drop by default. Build it with GuardRules.
 type GuardRuleset struct {

@@ -12,6 +12,10 @@ import (
 	"strings"
 )
 
+// GuardTable is the nftables table (family inet: IPv4 and IPv6) the egress
+// guard installs in the sandbox's network namespace.
+const GuardTable = "aileron_guard"
+
 // GuardBinaryPath is where the guard helper (a static aileron-proxy) is
 // mounted, read-only, in the holder container.
 const GuardBinaryPath = "/.aileron/aileron-proxy"
