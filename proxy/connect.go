@@ -410,7 +410,11 @@ func (s *Server) intercept(t *tunnel, tc *tunnelConn) {
 		return
 	}
 	_ = tc.SetDeadline(time.Time{})
-	if !s.innerLn.push(conn) {
+	var served net.Conn = conn
+	if conn.ConnectionState().NegotiatedProtocol != "h2" {
+		served = newFramedConn(conn, t) // smuggle.go
+	}
+	if !s.innerLn.push(served) {
 		_ = conn.Close()
 	}
 }

@@ -323,9 +323,12 @@ func (l *connListener) push(c net.Conn) bool {
 
 type tunnelKey struct{}
 
-// connContext attaches the tunnel to every request of an intercepted
-// connection.
+// connContext attaches the tunnel (and an HTTP/1.1 connection's framing
+// records) to every request of an intercepted connection.
 func connContext(ctx context.Context, c net.Conn) context.Context {
+	if fc, ok := c.(*framedConn); ok {
+		return context.WithValue(context.WithValue(ctx, tunnelKey{}, fc.t), framedConnKey{}, fc)
+	}
 	if tc, ok := c.(*tls.Conn); ok {
 		if t, ok := tc.NetConn().(*tunnelConn); ok {
 			return context.WithValue(ctx, tunnelKey{}, t.t)
