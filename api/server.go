@@ -449,6 +449,9 @@ func (s *Server) requireSessionOrBodyToken(next echo.HandlerFunc) echo.HandlerFu
 		if r.Header.Get("Authorization") != "" || r.Body == nil {
 			return withHeader(c)
 		}
+		if err := checkJSONContentType(r); err != nil {
+			return err
+		}
 		raw, err := io.ReadAll(r.Body)
 		if err != nil {
 			return bodyError(err)
