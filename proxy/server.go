@@ -37,6 +37,7 @@ type Server struct {
 	globs       []hostGlob
 	internalKey []byte
 	metrics     *metrics
+	authBackoff *AuthBackoff
 
 	dialer    *dialer
 	transport *http.Transport
@@ -83,6 +84,7 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.authBackoff = NewAuthBackoff(0, 0, s.now)
 	if cfg.InternalKey != "" {
 		s.internalKey = []byte(cfg.InternalKey)
 	}
