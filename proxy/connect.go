@@ -79,10 +79,14 @@ func (t *tunnel) release() {
 			delete(s.perSession, t.sess.ID)
 		}
 		drained := s.shuttingDown && len(s.tunnels) == 0
+		burst := s.burstOverLocked()
 		s.mu.Unlock()
 		s.metrics.tunnelGauge(t.mode).Dec()
 		if drained {
 			s.drainedOnce.Do(func() { close(s.drained) })
+		}
+		if burst {
+			go s.returnMemory() // memory.go
 		}
 	})
 }
@@ -156,6 +160,7 @@ func (s *Server) openTunnel(sess Session, mode, target, host string, port int) (
 	}
 	s.perSession[sess.ID]++
 	s.tunnels[t] = struct{}{}
+	s.noteOpenLocked()
 	if !sess.ExpiresAt.IsZero() {
 		// Requests check expiry themselves; this also ends passthrough
 		// tunnels and idle keep-alive tunnels of an expired session.

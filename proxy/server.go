@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -61,6 +62,12 @@ type Server struct {
 	shuttingDown bool
 	drained      chan struct{}
 	drainedOnce  sync.Once
+
+	// peakTunnels is the most tunnels open at once since the last burst
+	// (under mu); lastRelease and memoryReleases track returnMemory.
+	peakTunnels    int
+	lastRelease    atomic.Int64
+	memoryReleases atomic.Int64
 }
 
 // New validates cfg and builds a Server. It starts nothing.

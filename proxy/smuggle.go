@@ -129,7 +129,11 @@ func (c *framedConn) next() (frameRecord, bool) {
 		return frameRecord{}, false
 	}
 	r := c.queue[0]
-	c.queue = c.queue[1:]
+	if len(c.queue) == 1 {
+		c.queue = c.queue[:0] // reuse the array: no allocation per request
+	} else {
+		c.queue = c.queue[1:]
+	}
 	return r, true
 }
 

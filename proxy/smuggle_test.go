@@ -294,3 +294,19 @@ func FuzzFramedConn(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkFramedConnScan is the scanner's cost per request: a typical
+// header block and a small JSON body.
+func BenchmarkFramedConnScan(b *testing.B) {
+	raw := []byte(post + "User-Agent: curl/8.5.0\r\nAccept: application/json\r\nAuthorization: Bearer x\r\n" +
+		"Content-Type: application/json\r\nContent-Length: 17\r\n\r\n{\"title\":\"hello\"}")
+	fc := newFramedConn(nil, nil)
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		fc.scan(raw)
+		if _, ok := fc.next(); !ok {
+			b.Fatal("no record")
+		}
+	}
+}
