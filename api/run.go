@@ -30,12 +30,16 @@ type RunRequest struct {
 	APIToken string `json:"api_token,omitempty"`
 }
 
-// decodeJSON strictly decodes one JSON object from r into v: unknown
-// fields, trailing data and oversize bodies are refused. Numbers decode as
+// decodeJSON strictly decodes one JSON object from r into v: a body not
+// sent as application/json (415), unknown fields, trailing data and
+// oversize bodies are refused. Numbers decode as
 // json.Number so integers stay exact.
 func decodeJSON(r *http.Request, v any) error {
 	if r.Body == nil {
 		return apiErr(http.StatusBadRequest, CodeInvalidBody, "the request needs a JSON body")
+	}
+	if err := checkJSONContentType(r); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.UseNumber()

@@ -137,6 +137,8 @@ type Server struct {
 	hosts   map[string]bool
 
 	metricsHandler http.Handler
+	// throttle backs off failed authentication (backoff.go).
+	throttle *authThrottle
 }
 
 // New checks cfg and builds the server and its route table.
@@ -195,6 +197,9 @@ func New(cfg Config) (*Server, error) {
 		hosts:   map[string]bool{"localhost": true},
 
 		metricsHandler: newMetricsHandler(cfg.Gatherer),
+	}
+	if s.throttle, err = newAuthThrottle(cfg.Registerer); err != nil {
+		return nil, fmt.Errorf("creating the API server: registering metrics: %w", err)
 	}
 	for _, h := range cfg.AllowedHosts {
 		s.hosts[hostOnly(h)] = true
@@ -417,9 +422,15 @@ func bearer(r *http.Request) (string, bool) {
 
 func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if err := s.checkThrottle(c, throttleAdmin); err != nil {
+			return err
+		}
 		tok, ok := bearer(c.Request())
 		d := sha256.Sum256([]byte(tok))
 		if !ok || subtle.ConstantTimeCompare(d[:], s.admin[:]) != 1 {
+			if ok {
+				s.authFailed(c, throttleAdmin)
+			}
 			return apiErr(http.StatusUnauthorized, CodeUnauthorized,
 				"this endpoint needs the daemon's admin token (Authorization: Bearer <admin_token> from daemon.json)")
 		}
@@ -449,6 +460,9 @@ func (s *Server) requireSessionOrBodyToken(next echo.HandlerFunc) echo.HandlerFu
 		if r.Header.Get("Authorization") != "" || r.Body == nil {
 			return withHeader(c)
 		}
+		if err := checkJSONContentType(r); err != nil {
+			return err
+		}
 		raw, err := io.ReadAll(r.Body)
 		if err != nil {
 			return bodyError(err)
@@ -471,6 +485,10 @@ func (s *Server) requireSessionOrBodyToken(next echo.HandlerFunc) echo.HandlerFu
 // withSession authenticates tok as a session's API token and runs next with
 // the session set.
 func (s *Server) withSession(c echo.Context, tok string, next echo.HandlerFunc) error {
+	key := throttleSession + c.Request().Header.Get(HeaderSessionID)
+	if err := s.checkThrottle(c, key); err != nil {
+		return err
+	}
 	sess, err := s.cfg.Sessions.AuthenticateAPI(tok)
 	switch {
 	case errors.Is(err, session.ErrSessionExpired):
@@ -478,6 +496,7 @@ func (s *Server) withSession(c echo.Context, tok string, next echo.HandlerFunc) 
 	case errors.Is(err, session.ErrSessionEnded):
 		return apiErr(http.StatusUnauthorized, CodeSessionEnded, "the session has ended; create a new one")
 	case err != nil:
+		s.authFailed(c, key)
 		return apiErr(http.StatusUnauthorized, CodeUnauthorized,
 			"the API token is not valid for any live session; use the api_token returned when the session was created")
 	}

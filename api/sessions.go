@@ -3,8 +3,10 @@ package api
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -63,26 +65,68 @@ type EndedSession struct {
 }
 
 // ParseTTL parses a session TTL: a Go duration ("8h", "90m") or whole days
-// ("7d"). Empty means zero (the registry's default).
+// ("7d"), at most session.MaxTTL. Empty means zero (the registry's
+// default).
 func ParseTTL(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return 0, nil
 	}
+	const day = 24 * time.Hour
+	var d time.Duration
 	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n <= 0 {
+		n, err := strconv.ParseInt(days, 10, 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange) || (err == nil && n > int64(session.MaxTTL/day)):
+			return 0, ttlTooLong(s)
+		case err != nil || n <= 0:
 			return 0, fmt.Errorf("ttl %q is not valid; use a duration such as \"8h\", \"90m\" or \"2d\"", s)
 		}
-		return time.Duration(n) * 24 * time.Hour, nil
+		d = time.Duration(n) * day
+	} else {
+		var err error
+		d, err = time.ParseDuration(s)
+		if err != nil && durationOverflows(s) {
+			return 0, ttlTooLong(s)
+		}
+		if err != nil || d <= 0 {
+			return 0, fmt.Errorf("ttl %q is not valid; use a positive duration such as \"8h\", \"90m\" or \"2d\"", s)
+		}
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("ttl %q is not valid; use a positive duration such as \"8h\", \"90m\" or \"2d\"", s)
+	if d > session.MaxTTL {
+		return 0, ttlTooLong(s)
 	}
 	return d, nil
 }
 
+// durationRE is the grammar of a positive time.ParseDuration string.
+var durationRE = regexp.MustCompile(`^\+?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$`)
+
+// durationUnits are the units of durationRE in seconds.
+var durationUnits = map[string]float64{"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+
+// durationOverflows reports whether s is a well-formed duration too large
+// for time.Duration, which time.ParseDuration refuses as merely invalid.
+func durationOverflows(s string) bool {
+	if !durationRE.MatchString(s) {
+		return false
+	}
+	total := 0.0
+	for _, m := range durationPartRE.FindAllStringSubmatch(s, -1) {
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			return true // only a value out of float64's range fails here
+		}
+		total += v * durationUnits[m[2]]
+	}
+	return total >= float64(math.MaxInt64)/1e9
+}
+
+var durationPartRE = regexp.MustCompile(`([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)`)
+
+func ttlTooLong(s string) error {
+	return fmt.Errorf("ttl %q exceeds the maximum of %s (%dd); use a shorter ttl", s, session.MaxTTL, session.MaxTTL/(24*time.Hour))
+}
 func infoOf(s *session.Session) SessionInfo {
 	return SessionInfo{
 		ID:         s.ID,

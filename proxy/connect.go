@@ -79,10 +79,14 @@ func (t *tunnel) release() {
 			delete(s.perSession, t.sess.ID)
 		}
 		drained := s.shuttingDown && len(s.tunnels) == 0
+		burst := s.burstOverLocked()
 		s.mu.Unlock()
 		s.metrics.tunnelGauge(t.mode).Dec()
 		if drained {
 			s.drainedOnce.Do(func() { close(s.drained) })
+		}
+		if burst {
+			go s.returnMemory() // memory.go
 		}
 	})
 }
@@ -156,6 +160,7 @@ func (s *Server) openTunnel(sess Session, mode, target, host string, port int) (
 	}
 	s.perSession[sess.ID]++
 	s.tunnels[t] = struct{}{}
+	s.noteOpenLocked()
 	if !sess.ExpiresAt.IsZero() {
 		// Requests check expiry themselves; this also ends passthrough
 		// tunnels and idle keep-alive tunnels of an expired session.
@@ -185,13 +190,22 @@ func parseProxyAuth(h string) (id, secret string, ok bool) {
 	return id, secret, true
 }
 
+// authenticate checks the Proxy-Authorization of r. A source that sent
+// wrong credentials too often gets an authThrottledError, unchecked, until
+// its backoff allows another attempt (backoff.go); a missing credential
+// guesses nothing and is not counted.
 func (s *Server) authenticate(r *http.Request) (Session, error) {
 	id, secret, ok := parseProxyAuth(r.Header.Get(headerProxyAuthorize))
+	src := SourceOf(r.RemoteAddr)
+	if throttled, wait := s.authBackoff.Throttled(src, id); throttled {
+		return Session{}, &authThrottledError{wait: wait}
+	}
 	if !ok {
 		return Session{}, errNoProxyCredential
 	}
 	sess, err := s.cfg.Sessions.AuthenticateProxy(id, secret)
 	if err != nil {
+		s.authFailed(src, id)
 		return Session{}, err
 	}
 	if sess.ID == "" {
@@ -215,6 +229,10 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 		return s.rejectAction, host
 	}
 	sess, err := s.authenticate(r)
+	if resp := s.throttledConnect(err); resp != nil {
+		ctx.Resp = resp
+		return s.rejectAction, host
+	}
 	if err != nil {
 		s.log.Debug("proxy authentication failed", zap.String("host", host), zap.Error(err))
 		hdr := http.Header{headerProxyAuthentic: {proxyAuthRealm}}
@@ -330,14 +348,22 @@ func (s *Server) refuseConnect(ev audit.Event, start time.Time, status int, d er
 	s.record(&exchange{start: start, ev: ev}, zapcore.WarnLevel, "connect refused")
 	s.metrics.decision(false, d.Code)
 
+	return connectResponse(status, ev.Decision, id, d, hdr)
+}
+
+// connectResponse is the response to a refused CONNECT; auditID may be
+// empty.
+func connectResponse(status int, decision, auditID string, d errorDetail, hdr http.Header) *http.Response {
 	body := marshalError(d)
 	if hdr == nil {
 		hdr = http.Header{}
 	}
 	hdr.Set("Content-Type", contentTypeJSON)
 	hdr.Set("Cache-Control", "no-store")
-	hdr.Set(headerDecision, ev.Decision)
-	hdr.Set(headerAuditID, id)
+	hdr.Set(headerDecision, decision)
+	if auditID != "" {
+		hdr.Set(headerAuditID, auditID)
+	}
 	return &http.Response{
 		Status:        strconv.Itoa(status) + " " + http.StatusText(status),
 		StatusCode:    status,
@@ -410,7 +436,11 @@ func (s *Server) intercept(t *tunnel, tc *tunnelConn) {
 		return
 	}
 	_ = tc.SetDeadline(time.Time{})
-	if !s.innerLn.push(conn) {
+	var served net.Conn = conn
+	if conn.ConnectionState().NegotiatedProtocol != "h2" {
+		served = newFramedConn(conn, t) // smuggle.go
+	}
+	if !s.innerLn.push(served) {
 		_ = conn.Close()
 	}
 }

@@ -58,6 +58,7 @@ const (
 	codeApprovalTimeout         = "approval_timeout"
 	codeSessionExpired          = "session_expired"
 	codeUpstreamAddressRefused  = "upstream_address_refused"
+	codeBadFraming              = "bad_request_framing"
 	codeUpstreamUnreachable     = "upstream_unreachable"
 	codeUpstreamTimeout         = "upstream_timeout"
 	codeUpstreamEncoding        = "upstream_encoding_unsupported"

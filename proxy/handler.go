@@ -43,6 +43,10 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.ev = audit.Event{
 		SessionID: t.sess.ID, Method: r.Method, Host: t.target, Path: x.path, Source: sourceProxy,
 	}
+	if fault := framingFault(r); fault != "" {
+		s.refuseFraming(w, x, fault)
+		return
+	}
 
 	if !t.sess.ExpiresAt.IsZero() && !x.start.Before(t.sess.ExpiresAt) {
 		w.Header().Set("Connection", "close")

@@ -22,7 +22,7 @@ var decisionReasons = []string{
 	codeCredentialUnavailable, codeApprovalDenied, codeApprovalTimeout, codeSessionExpired,
 	codePlainHTTPNotAllowed, codeNotAProxyRequest, codeBadTarget,
 	codeUpstreamAddressRefused, codeUpstreamUnreachable, codeUpstreamTimeout, codeUpstreamEncoding,
-	"path_not_canonical", "ambiguous_operation", reasonStreamAborted, "other",
+	"path_not_canonical", "ambiguous_operation", reasonStreamAborted, codeBadFraming, codeAuthThrottled, "other",
 }
 
 // metrics are the proxy's collectors. Labels never carry hosts, sessions,

@@ -29,6 +29,9 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess, err := s.authenticate(r)
+	if s.refuseThrottled(w, err) {
+		return
+	}
 	if err != nil {
 		w.Header().Set(headerProxyAuthentic, proxyAuthRealm)
 		s.deny(w, x, http.StatusProxyAuthRequired, errorDetail{Code: codeProxyAuthRequired, Message: proxyAuthMessage})

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -37,6 +38,7 @@ type Server struct {
 	globs       []hostGlob
 	internalKey []byte
 	metrics     *metrics
+	authBackoff *AuthBackoff
 
 	dialer    *dialer
 	transport *http.Transport
@@ -60,6 +62,12 @@ type Server struct {
 	shuttingDown bool
 	drained      chan struct{}
 	drainedOnce  sync.Once
+
+	// peakTunnels is the most tunnels open at once since the last burst
+	// (under mu); lastRelease and memoryReleases track returnMemory.
+	peakTunnels    int
+	lastRelease    atomic.Int64
+	memoryReleases atomic.Int64
 }
 
 // New validates cfg and builds a Server. It starts nothing.
@@ -83,6 +91,7 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.authBackoff = NewAuthBackoff(0, 0, s.now)
 	if cfg.InternalKey != "" {
 		s.internalKey = []byte(cfg.InternalKey)
 	}
@@ -323,9 +332,12 @@ func (l *connListener) push(c net.Conn) bool {
 
 type tunnelKey struct{}
 
-// connContext attaches the tunnel to every request of an intercepted
-// connection.
+// connContext attaches the tunnel (and an HTTP/1.1 connection's framing
+// records) to every request of an intercepted connection.
 func connContext(ctx context.Context, c net.Conn) context.Context {
+	if fc, ok := c.(*framedConn); ok {
+		return context.WithValue(context.WithValue(ctx, tunnelKey{}, fc.t), framedConnKey{}, fc)
+	}
 	if tc, ok := c.(*tls.Conn); ok {
 		if t, ok := tc.NetConn().(*tunnelConn); ok {
 			return context.WithValue(ctx, tunnelKey{}, t.t)
