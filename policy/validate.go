@@ -296,11 +296,13 @@ func (c *checker) checkPath(at, p string, inputs map[string]bool) []string {
 				c.fail(at, "%q has an empty segment (\"//\"); remove the extra \"/\"", p)
 			}
 		case strings.ContainsAny(seg, "{}"):
-			name, whole := strings.CutPrefix(seg, "{")
-			name, closed := strings.CutSuffix(name, "}")
+			name, _, ok := ParseTemplateSegment(seg)
+			_, after, closed := strings.Cut(seg, "}")
 			switch {
-			case !whole || !closed || strings.ContainsAny(name, "{}"):
-				c.fail(at, "segment %q of %q mixes a template with other text; a template must be a whole segment like \"/{id}\"", seg, p)
+			case !ok && strings.HasPrefix(seg, "{") && closed && strings.HasPrefix(after, ":") && !strings.ContainsAny(after, "{}"):
+				c.fail(at, "custom method %q of segment %q of %q must start with a letter and use only letters, digits, '.', '_' and '-'", after, seg, p)
+			case !ok:
+				c.fail(at, "segment %q of %q mixes a template with other text; a template must be a whole segment like \"/{id}\", or be followed by a custom method like \"/{model}:generateContent\"", seg, p)
 			case !IsValidName(name):
 				c.fail(at, "template %q of %q must be {name} where name uses letters, digits, '.', '_', ':' and '-'", seg, p)
 			case slices.Contains(templates, name):
