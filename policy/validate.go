@@ -163,7 +163,7 @@ func isMethod(m string) bool {
 func (c *checker) operation(path string, n *jnode, names map[string]string) Operation {
 	var op Operation
 	o, ok := c.object(path, n, "name", "summary", "description", "method", "path", "hosts",
-		"idempotency", "approval", "credential", "inputs", "audit")
+		"idempotency", "approval", "credential", "websocket", "inputs", "audit")
 	if !ok {
 		return op
 	}
@@ -212,6 +212,10 @@ func (c *checker) operation(path string, n *jnode, names map[string]string) Oper
 		string(ApprovalNone), string(ApprovalRequired)))
 	op.Credential = CredentialKind(c.enum(o, "credential", `"none", "oauth2", "api_key", "bearer" or "basic"`,
 		string(CredentialNone), string(CredentialOAuth2), string(CredentialAPIKey), string(CredentialBearer), string(CredentialBasic)))
+
+	if op.WebSocket = c.boolean(o, "websocket"); op.WebSocket && op.Method != "" && op.Method != "GET" {
+		c.fail(field(path, "websocket"), "a WebSocket handshake is a GET, but the method is %q; use \"method\": \"GET\" or drop \"websocket\"", op.Method)
+	}
 
 	op.Inputs = c.inputs(field(path, "inputs"), o)
 	op.Audit = c.audit(field(path, "audit"), o, op.Path, pathOK, templates, inputs)

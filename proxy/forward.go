@@ -91,6 +91,14 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 		return
 	}
 	s.metrics.upstream.Observe(time.Since(sent).Seconds())
+	s.passResponse(w, x, resp, scrub, body, reason)
+}
+
+// passResponse streams an upstream response to the client, scrubbed when
+// scrub is set, and records the exchange; body counts the request body, nil
+// when there is none.
+func (s *Server) passResponse(w http.ResponseWriter, x *exchange, resp *http.Response, scrub *credentials.Scrubber, body *countingBody, reason string) {
+	r, t, id := x.r, x.t, x.ev.AuditID
 	defer resp.Body.Close()
 
 	src := io.Reader(resp.Body)

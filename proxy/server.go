@@ -53,6 +53,7 @@ type Server struct {
 	inner        *http.Server
 	innerLn      *connListener
 	innerOnce    sync.Once
+	ws           wsRegistry // open WebSocket relays
 
 	mu           sync.Mutex
 	tunnels      map[*tunnel]struct{}
@@ -206,6 +207,7 @@ func (s *Server) Serve(l net.Listener) error {
 // error. Passthrough tunnels are blind, so they are waited for until ctx
 // ends.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.ws.goAway(func(*wsRelay) bool { return true }, true) // each gets a 1001 close
 	s.mu.Lock()
 	s.shuttingDown = true
 	if len(s.tunnels) == 0 {
@@ -237,6 +239,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // session ends) and reports how many were closed. In-flight requests on them
 // fail.
 func (s *Server) CloseSession(id string) int {
+	s.ws.goAway(func(x *wsRelay) bool { return x.sessionID == id }, false) // each gets a 1001 close
 	return s.closeTunnels(func(t *tunnel) bool { return t.sess.ID == id })
 }
 
