@@ -101,18 +101,9 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, x *exchange, inj *credent
 	out.Header.Set("Upgrade", "websocket")
 	out.Body, out.ContentLength = http.NoBody, 0
 
-	var scrub *credentials.Scrubber
-	if inj != nil {
-		sc, err := inj.Apply(r.Context(), out)
-		if err != nil {
-			s.log.Error("applying credential failed", zap.String("session_id", t.sess.ID),
-				zap.String("connector", x.ev.ConnectorFQN), zap.String("credential_kind", x.ev.CredentialKind), zap.Error(err))
-			s.upstreamFailed(w, x, http.StatusBadGateway, codeCredentialUnavailable,
-				fmt.Sprintf("the %s credential of %s could not be produced (its source failed); ask the operator to check `aileron-proxy credential list`",
-					x.ev.CredentialKind, x.ev.ConnectorFQN))
-			return
-		}
-		scrub = sc
+	scrub, ok := s.applyCredential(w, x, inj, out)
+	if !ok {
+		return
 	}
 
 	resp, err := s.transport.RoundTrip(out)

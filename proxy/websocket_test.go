@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/policy"
-	"github.com/aileron-dev/aileron-proxy/session"
 )
 
 const wsHost = "ws.example.test"
@@ -130,18 +127,7 @@ func newWSEnv(t testing.TB, opts ...envOption) (*env, *wsUpstream) {
 		c.UpstreamRoots = append(c.UpstreamRoots, pki.root)
 	}}, opts...)
 	e := newEnv(t, opts...)
-	// A session of this snapshot, so that its CA issues ws.example.test.
-	sess, secrets, err := e.sessions.Create(session.CreateOptions{Snapshot: snap, TTL: time.Hour})
-	if err != nil {
-		t.Fatalf("creating session: %v", err)
-	}
-	e.sess, e.secret = sess, secrets.ProxySecret
-	e.caPool = x509.NewCertPool()
-	e.caPool.AppendCertsFromPEM(sess.CAPEM)
-	e.caFile = filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(e.caFile, sess.CAPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.useSession(t, snap) // a session of this snapshot, whose CA issues ws.example.test
 	return e, u
 }
 
