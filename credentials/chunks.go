@@ -6,8 +6,9 @@ package credentials
 // last bytes that could start a secret not yet complete (at most the longest
 // pattern minus one) are held back until the next chunk or the message's
 // end. Its buffers grow to the largest chunk plus that tail and are dropped
-// at a message's end when larger than 64 KiB. It is not safe for concurrent
-// use; build one per stream with Scrubber.Chunks.
+// at a message's end when larger than 4 KiB, so an idle stream keeps little.
+// It is not safe for concurrent use; build one per stream with
+// Scrubber.Chunks.
 type ChunkMasker struct {
 	m                 *matcher
 	orig, out         []byte // scratch: tail and chunk as received, then masked
@@ -16,7 +17,7 @@ type ChunkMasker struct {
 
 // chunkKeepMax is the largest scratch buffer a ChunkMasker keeps between
 // messages.
-const chunkKeepMax = 64 << 10
+const chunkKeepMax = 4 << 10
 
 // Chunks returns a ChunkMasker for one stream of messages; nil for a nil
 // Scrubber. A nil *ChunkMasker passes chunks through unchanged.
