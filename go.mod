@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/elazarl/goproxy v1.9.2
 	github.com/google/nftables v0.3.0
+	github.com/gorilla/websocket v1.5.3
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/mattn/go-isatty v0.0.24
 	github.com/prometheus/client_golang v1.25.0

@@ -166,19 +166,12 @@ func article(t policy.InputType) string {
 	return "a " + string(t)
 }
 
-// templateName returns name when the path segment seg is "{name}".
-func templateName(seg string) (string, bool) {
-	if len(seg) > 2 && seg[0] == '{' && seg[len(seg)-1] == '}' {
-		return seg[1 : len(seg)-1], true
-	}
-	return "", false
-}
-
-// templateNames returns the {name} segments of an operation path.
+// templateNames returns the template names of an operation path, "{name}"
+// and "{name}:method" segments alike.
 func templateNames(path string) []string {
 	var out []string
 	for _, seg := range strings.Split(path, "/") {
-		if name, ok := templateName(seg); ok {
+		if name, _, ok := policy.ParseTemplateSegment(seg); ok && name != "" {
 			out = append(out, name)
 		}
 	}
@@ -274,8 +267,8 @@ func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) 
 	// Path.
 	segs := strings.Split(op.Path, "/")
 	for i, seg := range segs {
-		name, ok := templateName(seg)
-		if !ok {
+		name, suffix, ok := policy.ParseTemplateSegment(seg)
+		if !ok || name == "" {
 			continue
 		}
 		v, ok := values[name]
@@ -292,8 +285,10 @@ func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) 
 			add(name, fmt.Sprintf("path parameter {%s} must not be %q", name, str))
 		case strings.ContainsAny(str, `/\`):
 			add(name, fmt.Sprintf(`path parameter {%s} must be a single path segment (no "/" or "\")`, name))
+		case suffix != "" && strings.Contains(str, ":"):
+			add(name, fmt.Sprintf(`path parameter {%s} must not contain ":": the path puts the custom method %q after it`, name, suffix))
 		default:
-			segs[i] = url.PathEscape(str)
+			segs[i] = url.PathEscape(str) + suffix
 		}
 		delete(values, name)
 	}

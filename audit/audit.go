@@ -29,9 +29,12 @@ import (
 
 // Event names.
 const (
-	EventProxied           = "connector.proxy.proxied"
-	EventDenied            = "connector.proxy.denied"
-	EventPassthrough       = "connector.proxy.passthrough"
+	EventProxied     = "connector.proxy.proxied"
+	EventDenied      = "connector.proxy.denied"
+	EventPassthrough = "connector.proxy.passthrough"
+	// EventWebSocketClosed follows the EventProxied of a WebSocket handshake
+	// (same AuditID) when the relayed WebSocket ends.
+	EventWebSocketClosed   = "connector.proxy.websocket_closed"
 	EventApprovalRequested = "approval.requested"
 	EventApprovalDecided   = "approval.decided"
 	EventSessionCreated    = "session.created"
@@ -80,6 +83,23 @@ type Event struct {
 	Fields map[string]string `json:"fields,omitempty"`
 	// ExitCode is a sandboxed command's exit status, when relevant.
 	ExitCode *int `json:"exit_code,omitempty"`
+	// WebSocket is set on EventWebSocketClosed; BytesIn and BytesOut then
+	// count frame payload bytes, DurationMS the time from the handshake.
+	WebSocket *WebSocketStats `json:"websocket,omitempty"`
+}
+
+// WebSocketStats describes a relayed WebSocket at its close.
+type WebSocketStats struct {
+	// FramesIn are frames from the client, FramesOut frames from the
+	// upstream, as received (the proxy may re-fragment what it passes on).
+	FramesIn  int64 `json:"frames_in"`
+	FramesOut int64 `json:"frames_out"`
+	// CloseCode is the code of the first close frame (RFC 6455 7.4), 1005
+	// when it had none, 1006 when the connection ended without one.
+	CloseCode int `json:"close_code"`
+	// ClosedBy is client, upstream or proxy (session end, shutdown or a
+	// protocol error).
+	ClosedBy string `json:"closed_by"`
 }
 
 // Recorder records events. Implementations never block long and never fail

@@ -190,6 +190,7 @@ func FuzzSpecFields(f *testing.F) {
 	f.Add("Gh-API", "issues.list", "get", "/repos/{owner}/{repo}/issues", "API.GitHub.com.:443", "owner", "args.owner", "GitHub://Acme/X", "")
 	f.Add("a:b", "o p", "FETCH", "/a/../b", "https://x/y", "a b", "body.x", "https://a/b@1", "v1")
 	f.Add("x", "y", "PUT", "/%2e%2E;x/{}", "[::1]:8443", "x", "query.page[size]", "hub://a/b/c", "1.0.0-rc.1+b")
+	f.Add("gemini", "models.stream", "POST", "/v1beta/models/{model}:streamGenerateContent", "generativelanguage.googleapis.com", "model", "path.model", "github://acme/g", "1.0.0")
 	f.Fuzz(func(t *testing.T, tool, op, method, path, host, input, source, fqn, version string) {
 		doc := map[string]any{
 			"schema_version": SchemaVersion,

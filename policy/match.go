@@ -135,7 +135,20 @@ type opEntry struct {
 type pathSeg struct {
 	lit     string // decoded literal; "" for a trailing slash
 	param   string // template name when isParam
+	suffix  string // ":method" after the template, or ""
 	isParam bool
+}
+
+// rank orders segment kinds by specificity: a literal, then a template with
+// a custom method, then a whole-segment template.
+func (sg *pathSeg) rank() int {
+	switch {
+	case !sg.isParam:
+		return 0
+	case sg.suffix != "":
+		return 1
+	}
+	return 2
 }
 
 // Compile indexes the connectors into a Snapshot. The specs are expected to
@@ -263,15 +276,12 @@ func (hi *hostIndex) finish() {
 }
 
 // compareShape orders two templates with the same number of segments: the
-// one whose first differing segment is a literal comes first (is more
-// specific). Zero means the same shape.
+// one whose first differing segment is more specific (a literal, then a
+// template with a custom method) comes first. Zero means the same shape.
 func compareShape(a, b *opEntry) int {
 	for i := range a.segs {
-		if a.segs[i].isParam != b.segs[i].isParam {
-			if !a.segs[i].isParam {
-				return -1
-			}
-			return 1
+		if ra, rb := a.segs[i].rank(), b.segs[i].rank(); ra != rb {
+			return ra - rb
 		}
 	}
 	return 0
@@ -363,7 +373,11 @@ func (e *opEntry) matchPath(p string) bool {
 			return false
 		}
 		sg := &e.segs[i]
-		if sg.isParam {
+		if sg.suffix != "" {
+			if _, rest, ok := splitCustomMethod(seg); !ok || !segmentEqual(rest, sg.suffix) {
+				return false
+			}
+		} else if sg.isParam {
 			if seg == "" {
 				return false
 			}
@@ -386,6 +400,9 @@ func (e *opEntry) match(p string) *Match {
 		seg := rest
 		if j := strings.IndexByte(rest, '/'); j >= 0 {
 			seg, rest = rest[:j], rest[j+1:]
+		}
+		if e.segs[i].suffix != "" {
+			seg, _, _ = splitCustomMethod(seg)
 		}
 		if e.segs[i].isParam {
 			m.PathParams[e.segs[i].param] = decodeSegment(seg)

@@ -30,6 +30,11 @@ func FuzzDecide(f *testing.F) {
 		{"GET", "git.internal:8443", "/status"},
 		{"GET", "[2001:db8::1]:8443", "/v6"},
 		{"POST", "gmail.googleapis.com", "/gmail/v1/users/me/messages/send"},
+		gem("/v1beta/models/gemini:streamGenerateContent"),
+		gem("/v1beta/models/pro:streamGenerateContent"),
+		gem("/v1beta/models/a:b:countTokens"),
+		gem("/v1beta/m%3astreamGenerateContent/ops"),
+		gem("/v1beta/:streamGenerateContent/ops"),
 	}
 	for _, r := range seeds {
 		f.Add(r.Method, r.Host, r.Path)
@@ -106,6 +111,14 @@ func referenceMatch(tmpl, path string) (map[string]string, bool) {
 			return nil, false
 		}
 		t := ts[i]
+		if name, method, ok := strings.Cut(t, "}:"); ok && strings.HasPrefix(t, "{") {
+			value, rest, colon := strings.Cut(dec, ":")
+			if !colon || value == "" || rest != method {
+				return nil, false
+			}
+			params[name[1:]] = value
+			continue
+		}
 		if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
 			if dec == "" {
 				return nil, false

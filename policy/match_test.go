@@ -16,6 +16,8 @@ const (
 	fqnGitHub = "github://acme/aileron-connector-github"
 	fqnGoogle = "github://acme/aileron-connector-google"
 	fqnDup    = "local://other/overlap"
+
+	hostGemini = "generativelanguage.googleapis.com"
 )
 
 func testOp(name, method, path string, hosts ...string) Operation {
@@ -50,6 +52,12 @@ func testSpecs() []Connector {
 		Tools: []Tool{{Name: "google", Operations: []Operation{
 			testOp("gmail.messages.search", "GET", "/gmail/v1/users/me/messages", "gmail.googleapis.com"),
 			testOp("gmail.messages.send", "POST", "/gmail/v1/users/me/messages/send", "gmail.googleapis.com"),
+			testOp("models.stream", "POST", "/v1beta/models/{model}:streamGenerateContent", hostGemini),
+			testOp("models.count", "POST", "/v1beta/models/{model}:countTokens", hostGemini),
+			testOp("models.method", "POST", "/v1beta/models/{model_method}", hostGemini),
+			testOp("models.pro", "POST", "/v1beta/models/pro:streamGenerateContent", hostGemini),
+			testOp("models.ops", "POST", "/v1beta/{model}:streamGenerateContent/ops", hostGemini),
+			testOp("models.lit", "POST", "/v1beta/lit:streamGenerateContent/ops", hostGemini),
 		}}},
 	}
 	dup := &Spec{
@@ -87,6 +95,10 @@ func gh(method, path string) Request {
 
 var scopeGH = []string{fqnGitHub}
 
+func gem(path string) Request {
+	return Request{Method: "POST", Host: hostGemini, Path: path}
+}
+
 func TestDecide(t *testing.T) {
 	all := []string{fqnGitHub, fqnGoogle, fqnDup}
 	cases := []decideCase{
@@ -114,6 +126,30 @@ func TestDecide(t *testing.T) {
 		{name: "literal template beats all-param", scope: scopeGH, req: gh("GET", "/repos/acme/x/issues"), reason: ReasonAllowed, op: "gh-api issues.acme"},
 		{name: "later literal beats all-param", scope: scopeGH, req: gh("GET", "/repos/x/gadgets/issues"), reason: ReasonAllowed,
 			op: "gh-api issues.gadgets", params: map[string]string{"owner": "x"}},
+
+		// Custom methods (AIP-136).
+		{name: "custom method", scope: all, req: gem("/v1beta/models/gemini-2.5-pro:streamGenerateContent"), reason: ReasonAllowed,
+			op: "google models.stream", params: map[string]string{"model": "gemini-2.5-pro"}},
+		{name: "custom method chosen by suffix", scope: all, req: gem("/v1beta/models/gemini:countTokens"), reason: ReasonAllowed,
+			op: "google models.count", params: map[string]string{"model": "gemini"}},
+		{name: "custom method beats whole-segment template", scope: all, req: gem("/v1beta/models/gemini:streamGenerateContent"), reason: ReasonAllowed,
+			op: "google models.stream"},
+		{name: "other method falls to whole-segment template", scope: all, req: gem("/v1beta/models/gemini:embedContent"), reason: ReasonAllowed,
+			op: "google models.method", params: map[string]string{"model_method": "gemini:embedContent"}},
+		{name: "exact segment beats custom method", scope: all, req: gem("/v1beta/models/pro:streamGenerateContent"), reason: ReasonAllowed,
+			op: "google models.pro"},
+		{name: "literal segment beats custom method template", scope: all, req: gem("/v1beta/lit:streamGenerateContent/ops"), reason: ReasonAllowed,
+			op: "google models.lit"},
+		{name: "custom method not last", scope: all, req: gem("/v1beta/x%20y:streamGenerateContent/ops"), reason: ReasonAllowed,
+			op: "google models.ops", params: map[string]string{"model": "x y"}},
+		{name: "encoded colon", scope: all, req: gem("/v1beta/m%3AstreamGenerateContent/ops"), reason: ReasonAllowed,
+			op: "google models.ops", params: map[string]string{"model": "m"}},
+		{name: "custom method value empty", scope: all, req: gem("/v1beta/:streamGenerateContent/ops"), reason: ReasonOperationNotAllowed},
+		{name: "custom method value with colon", scope: all, req: gem("/v1beta/a:b:streamGenerateContent/ops"), reason: ReasonOperationNotAllowed},
+		{name: "custom method value with encoded colon", scope: all, req: gem("/v1beta/a%3ab:streamGenerateContent/ops"), reason: ReasonOperationNotAllowed},
+		{name: "custom method missing", scope: all, req: gem("/v1beta/model/ops"), reason: ReasonOperationNotAllowed},
+		{name: "custom method is case-sensitive", scope: all, req: gem("/v1beta/m:StreamGenerateContent/ops"), reason: ReasonOperationNotAllowed},
+		{name: "custom method with extra text", scope: all, req: gem("/v1beta/m:streamGenerateContentX/ops"), reason: ReasonOperationNotAllowed},
 
 		// Method, case and trailing slash.
 		{name: "method mismatch", scope: scopeGH, req: gh("DELETE", "/user"), reason: ReasonOperationNotAllowed},
@@ -383,7 +419,7 @@ func TestHostsAndIntercepts(t *testing.T) {
 	}{
 		{nil, nil},
 		{scopeGH, []string{"[2001:db8::1]:8443", "api.github.com:443", "git.internal:8443"}},
-		{[]string{fqnGoogle}, []string{"gmail.googleapis.com:443"}},
+		{[]string{fqnGoogle}, []string{"generativelanguage.googleapis.com:443", "gmail.googleapis.com:443"}},
 		{[]string{fqnDup}, []string{"api.github.com:443"}},
 	}
 	for _, tc := range tests {

@@ -123,7 +123,7 @@ const (
 	pathBadEscape     = "it has invalid percent-encoding (% must be followed by two hex digits)"
 	pathDoubleEscape  = "it has double percent-encoding (%25 followed by two hex digits)"
 	pathUnencoded     = "it has a byte that must be percent-encoded"
-	pathTemplate      = "a {name} template must be a whole segment with a non-empty name"
+	pathTemplate      = `a {name} template must be a whole segment with a non-empty name, or be followed by a custom method like "{name}:method"`
 )
 
 // inspectPath checks that p, a raw escaped request path, is canonical, and
@@ -280,12 +280,8 @@ func compilePath(p string) ([]pathSeg, int, error) {
 	segs := make([]pathSeg, 0, len(raw))
 	params := 0
 	for i, r := range raw {
-		if len(r) >= 2 && r[0] == '{' && r[len(r)-1] == '}' {
-			name := r[1 : len(r)-1]
-			if name == "" || strings.ContainsAny(name, "{}") {
-				return nil, 0, fmt.Errorf("%q: %s", p, pathTemplate)
-			}
-			segs = append(segs, pathSeg{param: name, isParam: true})
+		if name, suffix, ok := ParseTemplateSegment(r); ok && name != "" {
+			segs = append(segs, pathSeg{param: name, suffix: suffix, isParam: true})
 			params++
 			continue
 		}

@@ -51,8 +51,12 @@ type Operation struct {
 	Idempotency Idempotency    `json:"idempotency,omitempty"`
 	Approval    Approval       `json:"approval,omitempty"`
 	Credential  CredentialKind `json:"credential,omitempty"`
-	Inputs      []Input        `json:"inputs,omitempty"`
-	Audit       []AuditField   `json:"audit,omitempty"`
+	// WebSocket allows the request to be a WebSocket handshake (HTTP/1.1
+	// Upgrade or HTTP/2 extended CONNECT), which the proxy then relays; false
+	// (the default) refuses handshakes. Only with method GET.
+	WebSocket bool         `json:"websocket,omitempty"`
+	Inputs    []Input      `json:"inputs,omitempty"`
+	Audit     []AuditField `json:"audit,omitempty"`
 }
 
 // IsProxyable reports whether the operation declares a method, a path and at

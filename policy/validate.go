@@ -163,7 +163,7 @@ func isMethod(m string) bool {
 func (c *checker) operation(path string, n *jnode, names map[string]string) Operation {
 	var op Operation
 	o, ok := c.object(path, n, "name", "summary", "description", "method", "path", "hosts",
-		"idempotency", "approval", "credential", "inputs", "audit")
+		"idempotency", "approval", "credential", "websocket", "inputs", "audit")
 	if !ok {
 		return op
 	}
@@ -212,6 +212,10 @@ func (c *checker) operation(path string, n *jnode, names map[string]string) Oper
 		string(ApprovalNone), string(ApprovalRequired)))
 	op.Credential = CredentialKind(c.enum(o, "credential", `"none", "oauth2", "api_key", "bearer" or "basic"`,
 		string(CredentialNone), string(CredentialOAuth2), string(CredentialAPIKey), string(CredentialBearer), string(CredentialBasic)))
+
+	if op.WebSocket = c.boolean(o, "websocket"); op.WebSocket && op.Method != "" && op.Method != "GET" {
+		c.fail(field(path, "websocket"), "a WebSocket handshake is a GET, but the method is %q; use \"method\": \"GET\" or drop \"websocket\"", op.Method)
+	}
 
 	op.Inputs = c.inputs(field(path, "inputs"), o)
 	op.Audit = c.audit(field(path, "audit"), o, op.Path, pathOK, templates, inputs)
@@ -296,11 +300,13 @@ func (c *checker) checkPath(at, p string, inputs map[string]bool) []string {
 				c.fail(at, "%q has an empty segment (\"//\"); remove the extra \"/\"", p)
 			}
 		case strings.ContainsAny(seg, "{}"):
-			name, whole := strings.CutPrefix(seg, "{")
-			name, closed := strings.CutSuffix(name, "}")
+			name, _, ok := ParseTemplateSegment(seg)
+			_, after, closed := strings.Cut(seg, "}")
 			switch {
-			case !whole || !closed || strings.ContainsAny(name, "{}"):
-				c.fail(at, "segment %q of %q mixes a template with other text; a template must be a whole segment like \"/{id}\"", seg, p)
+			case !ok && strings.HasPrefix(seg, "{") && closed && strings.HasPrefix(after, ":") && !strings.ContainsAny(after, "{}"):
+				c.fail(at, "custom method %q of segment %q of %q must start with a letter and use only letters, digits, '.', '_' and '-'", after, seg, p)
+			case !ok:
+				c.fail(at, "segment %q of %q mixes a template with other text; a template must be a whole segment like \"/{id}\", or be followed by a custom method like \"/{model}:generateContent\"", seg, p)
 			case !IsValidName(name):
 				c.fail(at, "template %q of %q must be {name} where name uses letters, digits, '.', '_', ':' and '-'", seg, p)
 			case slices.Contains(templates, name):

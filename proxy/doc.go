@@ -24,6 +24,12 @@
 // one log line; secrets, header values, query strings and bodies never reach
 // either.
 //
+// A WebSocket handshake (HTTP/1.1 Upgrade or HTTP/2 extended CONNECT) is
+// decided the same way; it is relayed only for an operation that declares
+// "websocket": true, and refused with 403 websocket_not_allowed otherwise.
+// The relay scrubs upstream frames' payloads and audits the close
+// (websocket.go).
+//
 // Upstream addresses are resolved by the proxy and private, loopback,
 // link-local, CGNAT, ULA, multicast and cloud-metadata addresses are refused
 // unless the operator mapped the host with Config.Resolve; the proxy dials the

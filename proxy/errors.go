@@ -65,6 +65,8 @@ const (
 	codePlainHTTPNotAllowed     = "plain_http_not_allowed"
 	codeNotAProxyRequest        = "not_a_proxy_request"
 	codeBadTarget               = "bad_connect_target"
+	codeWebSocketNotAllowed     = "websocket_not_allowed"
+	codeWebSocketUpstream       = "websocket_upstream_failed"
 )
 
 // errorBody is the one error shape shared with the control API.

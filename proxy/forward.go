@@ -64,18 +64,11 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 		out.Body = body
 	}
 
-	var scrub *credentials.Scrubber
-	if inj != nil {
-		sc, err := inj.Apply(r.Context(), out)
-		if err != nil {
-			s.log.Error("applying credential failed", zap.String("session_id", t.sess.ID),
-				zap.String("connector", x.ev.ConnectorFQN), zap.String("credential_kind", x.ev.CredentialKind), zap.Error(err))
-			s.upstreamFailed(w, x, http.StatusBadGateway, codeCredentialUnavailable,
-				fmt.Sprintf("the %s credential of %s could not be produced (its source failed); ask the operator to check `aileron-proxy credential list`",
-					x.ev.CredentialKind, x.ev.ConnectorFQN))
-			return
-		}
-		scrub = sc
+	scrub, ok := s.applyCredential(w, x, inj, out)
+	if !ok {
+		return
+	}
+	if scrub != nil {
 		out.Header.Set("Accept-Encoding", "identity")
 	}
 
@@ -91,6 +84,14 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 		return
 	}
 	s.metrics.upstream.Observe(time.Since(sent).Seconds())
+	s.passResponse(w, x, resp, scrub, body, reason)
+}
+
+// passResponse streams an upstream response to the client, scrubbed when
+// scrub is set, and records the exchange; body counts the request body, nil
+// when there is none.
+func (s *Server) passResponse(w http.ResponseWriter, x *exchange, resp *http.Response, scrub *credentials.Scrubber, body *countingBody, reason string) {
+	r, t, id := x.r, x.t, x.ev.AuditID
 	defer resp.Body.Close()
 
 	src := io.Reader(resp.Body)
@@ -128,6 +129,25 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 	x.ev.BytesOut = n
 	x.ev.Status = resp.StatusCode
 	s.finishProxied(w, x, resp, scrub, reason, "request proxied", cerr)
+}
+
+// applyCredential injects inj (when set) into out and returns the scrubber
+// for the response; on failure it answers the client (502) and returns
+// false.
+func (s *Server) applyCredential(w http.ResponseWriter, x *exchange, inj *credentials.Injector, out *http.Request) (*credentials.Scrubber, bool) {
+	if inj == nil {
+		return nil, true
+	}
+	scrub, err := inj.Apply(x.r.Context(), out)
+	if err != nil {
+		s.log.Error("applying credential failed", zap.String("session_id", x.t.sess.ID),
+			zap.String("connector", x.ev.ConnectorFQN), zap.String("credential_kind", x.ev.CredentialKind), zap.Error(err))
+		s.upstreamFailed(w, x, http.StatusBadGateway, codeCredentialUnavailable,
+			fmt.Sprintf("the %s credential of %s could not be produced (its source failed); ask the operator to check `aileron-proxy credential list`",
+				x.ev.CredentialKind, x.ev.ConnectorFQN))
+		return nil, false
+	}
+	return scrub, true
 }
 
 // reasonStreamAborted replaces the reason of an allowed exchange whose

@@ -47,6 +47,10 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuseFraming(w, x, fault)
 		return
 	}
+	ws := isWebSocketRequest(r)
+	if ws && r.Method == http.MethodConnect {
+		x.ev.Method = http.MethodGet // an HTTP/2 extended CONNECT is the GET of HTTP/1.1 (RFC 8441)
+	}
 
 	if !t.sess.ExpiresAt.IsZero() && !x.start.Before(t.sess.ExpiresAt) {
 		w.Header().Set("Connection", "close")
@@ -68,7 +72,7 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	var d policy.Decision
 	if snap := s.cfg.Policy(); snap != nil {
-		d = snap.Decide(t.sess.Scope, policy.Request{Method: r.Method, Host: t.target, Path: x.path})
+		d = snap.Decide(t.sess.Scope, policy.Request{Method: x.ev.Method, Host: t.target, Path: x.path})
 	}
 	if !d.Allow || d.Match == nil || d.Match.Operation == nil {
 		code := string(d.Reason)
@@ -90,6 +94,10 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := m.Operation
 	x.ev.ConnectorFQN, x.ev.Tool, x.ev.Operation = m.ConnectorFQN, m.Tool, op.Name
 	x.ev.Fields = auditFields(op, m, r, args)
+	if ws && !op.WebSocket {
+		s.deny(w, x, http.StatusForbidden, webSocketNotDeclared(x, m))
+		return
+	}
 
 	var inj *credentials.Injector
 	if op.Credential.HasCredential() {
@@ -128,6 +136,10 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.deny(w, x, http.StatusForbidden, errorDetail{Code: codeApprovalDenied, Message: msg})
 			return
 		}
+	}
+	if ws {
+		s.relayWebSocket(w, x, inj, reason)
+		return
 	}
 	s.forward(w, x, inj, reason)
 }

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -274,17 +275,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		t.Fatalf("Compile: %v", err)
 	}
 	e.sessions = session.NewRegistry(session.RegistryConfig{Now: e.now})
-	sess, secrets, err := e.sessions.Create(session.CreateOptions{Snapshot: snap, TTL: time.Hour})
-	if err != nil {
-		t.Fatalf("creating session: %v", err)
-	}
-	e.sess, e.secret = sess, secrets.ProxySecret
-	e.caPool = x509.NewCertPool()
-	e.caPool.AppendCertsFromPEM(sess.CAPEM)
-	e.caFile = filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(e.caFile, sess.CAPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.useSession(t, snap)
 
 	file := &credentials.File{}
 	file.Set(credentials.Binding{FQN: testFQN, Kind: credentials.Kind("bearer"),
@@ -348,6 +339,23 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		e.assertNoSecretLeaked()
 	})
 	return e
+}
+
+// useSession creates a session of snap and makes it the env's: its proxy
+// credentials, CA pool and CA file.
+func (e *env) useSession(t testing.TB, snap *policy.Snapshot) {
+	t.Helper()
+	sess, secrets, err := e.sessions.Create(session.CreateOptions{Snapshot: snap, TTL: time.Hour})
+	if err != nil {
+		t.Fatalf("creating session: %v", err)
+	}
+	e.sess, e.secret = sess, secrets.ProxySecret
+	e.caPool = x509.NewCertPool()
+	e.caPool.AppendCertsFromPEM(sess.CAPEM)
+	e.caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(e.caFile, sess.CAPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // now is the wall clock plus the offset a test advanced it by.
@@ -617,4 +625,10 @@ func (e *env) metric(t testing.TB, name string, labels map[string]string) float6
 		}
 	}
 	return 0
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -55,6 +55,7 @@ type Server struct {
 	inner        *http.Server
 	innerLn      *connListener
 	innerOnce    sync.Once
+	ws           wsRegistry // open WebSocket relays
 
 	mu           sync.Mutex
 	tunnels      map[*tunnel]struct{}
@@ -212,9 +213,10 @@ func (s *Server) Serve(l net.Listener) error {
 // Shutdown stops accepting, lets in-flight requests finish (HTTP/2 clients
 // get GOAWAY, idle keep-alive tunnels are closed) and waits for every tunnel
 // to close, until ctx ends; then it closes what is left and returns ctx's
-// error. Passthrough tunnels are blind, so they are waited for until ctx
-// ends.
+// error. Open WebSockets first get a 1001 close. Passthrough tunnels are
+// blind, so they are waited for until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.ws.goAway(func(*wsRelay) bool { return true }, true) // each gets a 1001 close
 	s.mu.Lock()
 	s.shuttingDown = true
 	if len(s.tunnels) == 0 {
@@ -243,9 +245,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // CloseSession closes every open tunnel of a session (call it when the
-// session ends) and reports how many were closed. In-flight requests on them
+// session ends) and reports how many were closed. Its WebSockets first get a
+// 1001 close (waiting up to a second for the answers); in-flight requests
 // fail.
 func (s *Server) CloseSession(id string) int {
+	s.ws.goAway(func(x *wsRelay) bool { return x.sessionID == id }, false) // each gets a 1001 close
 	return s.closeTunnels(func(t *tunnel) bool { return t.sess.ID == id })
 }
 

@@ -96,6 +96,11 @@ func newFramedConn(c *tls.Conn, t *tunnel) *framedConn {
 // that can.
 func (c *framedConn) CloseWrite() error { return c.Conn.CloseWrite() }
 
+// stopScanning ends the framing scan for a connection that no longer
+// carries HTTP/1.1 messages (a hijacked WebSocket). Call it only after
+// Hijack, when the server no longer reads the connection.
+func (c *framedConn) stopScanning() { c.state = frameLost }
+
 func (c *framedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.state != frameLost {

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -135,11 +134,6 @@ func TestRequestSmugglingHTTP1(t *testing.T) {
 			}
 		})
 	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // drainSeen returns what the upstream has received so far.

@@ -107,6 +107,9 @@ func writeOperation(b *strings.Builder, op *policy.Operation, indent string) {
 	}
 	fmt.Fprintf(b, "%shosts: %s\n", indent, hosts)
 	fmt.Fprintf(b, "%scredential: %s\n", indent, cleanLine(op.Credential.String()))
+	if op.WebSocket {
+		fmt.Fprintf(b, "%swebsocket: yes (an agent may open this GET as a WebSocket through the proxy; this command sends a plain request)\n", indent)
+	}
 	approval := cleanLine(op.Approval.String())
 	if op.Approval.IsRequired() {
 		approval += " (each call waits until a person approves or denies it)"

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	_ "github.com/aileron-dev/aileron-proxy/internal/xconnect" // HTTP/2 extended CONNECT for WebSockets; see its doc
 )
 
 func main() {

@@ -43,7 +43,7 @@ func toolsHome(t *testing.T, gitTool bool) string {
 }
 
 func TestToolsRenderCommand(t *testing.T) {
-	const googleLine = "google github://acme/aileron-connector-google -- Aileron connector operations: gmail.messages.search, gmail.messages.send\n"
+	const googleLine = "google github://acme/aileron-connector-google -- Aileron connector operations: gmail.messages.search, gmail.messages.send, gemini.models.generateContent, gemini.models.streamGenerateContent\n"
 	tests := []struct {
 		name       string
 		gitTool    bool
