@@ -183,3 +183,50 @@ func listOrNone(l []string) string {
 	}
 	return strings.Join(l, ", ")
 }
+
+// ArgProblem is one reason a caller's args were refused.
+type ArgProblem struct {
+	Arg     string
+	Message string
+}
+
+// Merge validates a caller's args against the action's inputs and returns
+// them merged over [execute.args]. Only declared inputs are accepted, so an
+// undeclared arg can never override a preset; required inputs must be
+// present and values must have the input's type (numbers as json.Number,
+// as encoding/json's UseNumber gives them).
+func (a *Action) Merge(args map[string]any) (map[string]any, []ArgProblem) {
+	var problems []ArgProblem
+	declared := map[string]Input{}
+	var names []string
+	for _, in := range a.Inputs {
+		declared[in.Name] = in
+		names = append(names, in.Name)
+	}
+	for _, k := range sortedKeys(args) {
+		in, ok := declared[k]
+		if !ok {
+			problems = append(problems, ArgProblem{k, fmt.Sprintf("not an input of action %q; it takes: %s", a.Name, listOrNone(names))})
+			continue
+		}
+		if got := jsonType(args[k]); args[k] == nil || !typeAgrees(got, in.Type) {
+			problems = append(problems, ArgProblem{k, fmt.Sprintf("must be %s", articled(in.Type))})
+		}
+	}
+	for _, in := range a.Inputs {
+		if _, ok := args[in.Name]; in.Required && !ok {
+			problems = append(problems, ArgProblem{in.Name, fmt.Sprintf("required input is missing (%s)", articled(in.Type))})
+		}
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	merged := make(map[string]any, len(a.Execute.Args)+len(args))
+	for k, v := range a.Execute.Args {
+		merged[k] = v
+	}
+	for k, v := range args {
+		merged[k] = v
+	}
+	return merged, nil
+}

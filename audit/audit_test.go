@@ -124,6 +124,7 @@ func TestEventCarriesNoPayload(t *testing.T) {
 		"host": "string", "path": "string", "status": "int", "decision": "string", "reason": "string",
 		"credential_kind": "string", "bytes_in": "int64", "bytes_out": "int64", "duration_ms": "int64",
 		"source": "string", "fields": "map[string]string", "exit_code": "*int",
+		"action": "string",
 	}
 	typ := reflect.TypeFor[Event]()
 	if typ.NumField() != len(want) {
