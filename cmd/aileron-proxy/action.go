@@ -249,3 +249,17 @@ removed, 1 no such action or I/O error, 2 usage error.`,
 		},
 	}
 }
+
+// loadActions lists the installed actions checked against conns: those on
+// other connectors are broken and render nothing.
+func (a *app) loadActions(conns []policy.Connector) ([]actions.Installed, error) {
+	st, err := actions.OpenStore(a.home)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := st.List(conns)
+	if err != nil {
+		return nil, fmt.Errorf("loading the installed actions: %w", err)
+	}
+	return entries, nil
+}

@@ -68,3 +68,35 @@ func TestActionInstallListRemove(t *testing.T) {
 		t.Errorf("second remove: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestToolsRenderActionConflict: an action on the demo connector derives
+// the command "demo", which the connector's own tool has; tools render
+// refuses, naming both sources and the fixes.
+func TestToolsRenderActionConflict(t *testing.T) {
+	home := t.TempDir()
+	if _, _, code := runCLI(t, home, "", nil, "connector", "install", connDemoSpec); code != exitOK {
+		t.Fatalf("connector install: exit %d", code)
+	}
+	if _, stderr, code := runCLI(t, home, "", nil, "action", "install", actWrite(t, t.TempDir(), "find-items", "1.0.0")); code != exitOK {
+		t.Fatalf("action install: exit %d %s", code, stderr)
+	}
+	out := filepath.Join(t.TempDir(), "tools")
+	_, stderr, code := runCLI(t, home, "", nil, "tools", "render", "--out", out)
+	for _, want := range []string{
+		`command "demo" of tool "demo" of local://aileron/demo`,
+		"conflicts with the action tool of local://aileron/demo (installed actions: find-items)",
+		`"aileron-proxy connector remove local://aileron/demo"`,
+		`"aileron-proxy action remove find-items"`,
+		"nothing was written",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("tools render stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if code != exitFailure {
+		t.Errorf("tools render: exit %d, want %d", code, exitFailure)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("tools render wrote the output directory despite the conflict")
+	}
+}
