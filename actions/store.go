@@ -13,8 +13,6 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/mod/semver"
-
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -263,13 +261,13 @@ func (s *Store) write(final string, data []byte) error {
 	if err := errors.Join(werr, serr, cerr); err != nil {
 		return err
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := policy.SyncDir(tmp); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		return err
 	}
-	return syncDir(s.hashDir())
+	return policy.SyncDir(s.hashDir())
 }
 
 // Remove deletes every installed version of the action named name.
@@ -310,24 +308,7 @@ func (s *Store) lock() (func(), error) {
 	if err := os.MkdirAll(s.root, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the action store: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(s.root, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("locking the action store: %w", err)
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking the action store: %w", err)
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
+	return policy.LockDir(s.root, "action store")
 }
 
 func (s *Store) cleanTemp() {
@@ -339,30 +320,7 @@ func (s *Store) cleanTemp() {
 
 // discard moves an entry out of sha256/ with one rename and deletes it.
 func (s *Store) discard(dir string) error {
-	if err := os.MkdirAll(s.tmpDir(), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(s.tmpDir(), "remove-")
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(dir, filepath.Join(tmp, "entry")); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := syncDir(s.hashDir()); err != nil {
-		return err
-	}
-	return os.RemoveAll(tmp)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return policy.DiscardDir(dir, s.hashDir(), s.tmpDir(), "remove-")
 }
 
 // List returns every entry with its status, checked against conns (the
@@ -431,7 +389,7 @@ func resolve(entries []Installed, conns []policy.Connector) {
 		if a.Action.Name != b.Action.Name {
 			return a.Action.Name < b.Action.Name
 		}
-		if c := compareVersions(a.Action.Version, b.Action.Version); c != 0 {
+		if c := policy.CompareVersions(a.Action.Version, b.Action.Version); c != 0 {
 			return c > 0
 		}
 		return a.Hash < b.Hash
@@ -454,17 +412,4 @@ func resolve(entries []Installed, conns []policy.Connector) {
 		}
 		e.Target, e.Status = t, StatusOK
 	}
-}
-
-// compareVersions orders versions: empty lowest, then semver precedence.
-func compareVersions(a, b string) int {
-	switch {
-	case a == b:
-		return 0
-	case a == "":
-		return -1
-	case b == "":
-		return 1
-	}
-	return semver.Compare("v"+a, "v"+b)
 }

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,23 +21,19 @@ func TestActionsReloadWhileServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
+	go func() { done <- d.Run(t.Context()) }()
+	t.Cleanup(func() {
 		if err := <-done; err != nil {
 			t.Errorf("Run = %v", err)
 		}
-	}()
+	})
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !ok() {
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: not seen by the running daemon within 5s", what)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
 	}
 

@@ -59,6 +59,17 @@ func actionConnectors(a *app) ([]policy.Connector, error) {
 	return res.Active, nil
 }
 
+// actionStore opens the action store and loads the active connectors its
+// actions are checked against.
+func actionStore(a *app) (*actions.Store, []policy.Connector, error) {
+	conns, err := actionConnectors(a)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := actions.OpenStore(a.home)
+	return st, conns, err
+}
+
 // actionInvalid prints the problems of err (one FileError per manifest) to
 // w and returns the command's error.
 func actionInvalid(w io.Writer, path string, err error, tail string) error {
@@ -122,11 +133,7 @@ installed, 1 invalid manifest or I/O error, 2 usage error.`,
 		Args:                  usageArgs(cobra.ExactArgs(1)),
 		DisableFlagsInUseLine: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			conns, err := actionConnectors(a)
-			if err != nil {
-				return err
-			}
-			st, err := actions.OpenStore(a.home)
+			st, conns, err := actionStore(a)
 			if err != nil {
 				return err
 			}
@@ -162,11 +169,7 @@ operation it runs. The status is one of:
 		Args:                  usageArgs(cobra.NoArgs),
 		DisableFlagsInUseLine: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			conns, err := actionConnectors(a)
-			if err != nil {
-				return err
-			}
-			st, err := actions.OpenStore(a.home)
+			st, conns, err := actionStore(a)
 			if err != nil {
 				return err
 			}
