@@ -212,27 +212,38 @@ func (s *Server) runOperation(c echo.Context) error {
 	if err := missingFields([2]string{"connector_fqn", req.ConnectorFQN}, [2]string{"tool", req.Tool}, [2]string{"operation", req.Operation}); err != nil {
 		return err
 	}
-	_, m, err := s.lookupOperation(sess, SourceRunEndpoint, CodeOperationNotFound, req.ConnectorFQN, req.Tool, req.Operation)
+	_, err := s.run(c, sess, req.ConnectorFQN, req.Tool, req.Operation, req.Args, outbound{})
+	return err
+}
+
+// run is the run endpoint's path for fqn/tool/op with args: look the
+// operation up in the session's scope, build the call from the args and
+// send it through the proxy. extra carries the action fields of outbound.
+// It returns the matched operation (nil when the lookup failed).
+func (s *Server) run(c echo.Context, sess *session.Session, fqn, tool, opName string, args map[string]any, extra outbound) (*policy.Match, error) {
+	_, m, err := s.lookupOperation(sess, SourceRunEndpoint, CodeOperationNotFound, fqn, tool, opName)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	op := m.Operation
-	cl, problems := buildCall(op, req.Args)
+	cl, problems := buildCall(op, args)
 	if len(problems) > 0 {
 		msgs := make([]string, len(problems))
 		for i, p := range problems {
 			msgs[i] = p.Arg + ": " + p.Message
 		}
-		return s.refused(sess, SourceRunEndpoint, m.ConnectorFQN, m.Tool, op.Name,
+		return m, s.refused(sess, SourceRunEndpoint, m.ConnectorFQN, m.Tool, op.Name,
 			apiErr(http.StatusBadRequest, CodeInvalidArgs,
 				fmt.Sprintf("the args of %s %s do not match its inputs: %s", m.Tool, op.Name, strings.Join(msgs, "; "))).
 				with("problems", problems))
 	}
-	return s.forward(c, outbound{
+	return m, s.forward(c, outbound{
 		sess:       sess,
 		call:       cl,
 		idempotent: op.Idempotency.IsRetryable(),
 		source:     SourceRunEndpoint,
 		operation:  op.Name,
+		action:     extra.action,
+		approval:   extra.approval,
 	})
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/policy"
@@ -122,6 +123,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Gatherer is served on GET /metrics. Required.
 	Gatherer prometheus.Gatherer
+	// Actions returns the runnable installed actions by name; nil means
+	// none (POST /v1/actions/{name}/run answers 404).
+	Actions func() map[string]actions.Installed
 	// DialContext dials the proxy; nil means a net.Dialer.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -242,6 +246,7 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/v1/approvals", authAdmin, s.listApprovals},
 		{http.MethodPost, "/v1/approvals/:id", authAdmin, s.decideApproval},
 		{http.MethodPost, "/v1/connector-operations/run", authSessionOrBody, s.runOperation},
+		{http.MethodPost, "/v1/actions/:name/run", authSessionOrBody, s.runAction},
 		{http.MethodPost, "/v1/sandbox-proxy/requests", authSession, s.sandboxProxy},
 	}
 }

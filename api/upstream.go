@@ -155,6 +155,9 @@ type Envelope struct {
 	Body json.RawMessage `json:"body,omitempty"`
 	// BodyBase64 is the standard base64 of a body that is not UTF-8.
 	BodyBase64 string `json:"body_base64,omitempty"`
+	// Action is the installed action that made the call (action run
+	// endpoint only).
+	Action string `json:"action,omitempty"`
 }
 
 // keepHeader reports whether an upstream response header goes into the
@@ -183,6 +186,11 @@ type outbound struct {
 	idempotent bool
 	source     string
 	operation  string // for logs
+	// action names the installed action making the call; "" for others.
+	action string
+	// approval holds the call for a person's approval even when the
+	// operation does not require it.
+	approval bool
 }
 
 // forward sends ob through the session's proxy and answers with the
@@ -275,7 +283,9 @@ func (s *Server) forward(c echo.Context, ob outbound) error {
 		}
 		return c.Blob(http.StatusOK, ct, body)
 	}
-	return c.JSON(http.StatusOK, envelopeOf(resp, body))
+	env := envelopeOf(resp, body)
+	env.Action = ob.action
+	return c.JSON(http.StatusOK, env)
 }
 
 // proxyCodeUnreachable is the proxy's error code for an upstream it could
@@ -325,6 +335,9 @@ func (s *Server) newUpstreamRequest(ctx context.Context, ob outbound) (*http.Req
 	req.Header.Set(HeaderSource, ob.source)
 	if ob.call.auditArgs != "" {
 		req.Header.Set(HeaderAuditArgs, ob.call.auditArgs)
+	}
+	if ob.approval {
+		req.Header.Set(proxy.HeaderApproval, proxy.ApprovalRequiredValue)
 	}
 	return req, nil
 }

@@ -39,6 +39,7 @@ const (
 	EventApprovalDecided   = "approval.decided"
 	EventSessionCreated    = "session.created"
 	EventSessionEnded      = "session.ended"
+	EventActionRun         = "action.run"
 )
 
 // Event is one audit record, one JSON object per line of audit.jsonl.
@@ -54,7 +55,9 @@ type Event struct {
 	ConnectorFQN string `json:"connector_fqn,omitempty"`
 	Tool         string `json:"tool,omitempty"`
 	Operation    string `json:"operation,omitempty"`
-	Method       string `json:"method,omitempty"`
+	// Action is the installed action a call ran (action.run), by name.
+	Action string `json:"action,omitempty"`
+	Method string `json:"method,omitempty"`
 	// Host is host:port of the upstream.
 	Host string `json:"host,omitempty"`
 	// Path is the request path without query; Record drops anything from

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
+	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/audit"
@@ -49,6 +50,11 @@ type Daemon struct {
 	store    *policy.Store
 	snapshot atomic.Pointer[policy.Snapshot]
 	creds    atomic.Pointer[credentials.Resolver]
+
+	// actionStore and actions are the installed actions and the runnable
+	// set, reloaded with the policy (reloadActions).
+	actionStore *actions.Store
+	actions     atomic.Pointer[map[string]actions.Installed]
 
 	audit    *audit.Writer
 	sessions *session.Registry
@@ -86,7 +92,10 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 	if d.store, err = policy.OpenStore(cfg.Home); err != nil {
 		return nil, fmt.Errorf("opening connector store: %w", err)
 	}
-	d.storeState = fingerprint(d.store.Dir())
+	if d.actionStore, err = actions.OpenStore(cfg.Home); err != nil {
+		return nil, fmt.Errorf("opening action store: %w", err)
+	}
+	d.storeState = fingerprint(d.store.Dir(), d.actionStore.Dir())
 	if err := d.reloadPolicy(); err != nil {
 		return nil, err
 	}
@@ -168,6 +177,7 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 		AdvertiseProxyAddr: cfg.AdvertiseProxyAddr,
 		ProxyInternalKey:   internalKey,
 		SessionFiles:       d.writeSessionFiles,
+		Actions:            d.activeActions,
 		Registerer:         reg,
 		Gatherer:           reg,
 	})
@@ -206,7 +216,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err := d.reloadPolicy(); err != nil {
 			d.log.Error("connector reload failed; keeping the last good policy", zap.Error(err))
 		}
-	}, d.store.Dir())
+	}, d.store.Dir(), d.actionStore.Dir())
 	go watch(watchCtx, d.cfg.ReloadInterval, d.credsState, func() {
 		if err := d.reloadCredentials(); err != nil {
 			d.log.Error("credential reload failed; keeping the last good credentials", zap.Error(err))
@@ -277,6 +287,7 @@ func (d *Daemon) reloadPolicy() error {
 	}
 	prev := d.snapshot.Swap(snap)
 	d.log.Info("policy loaded", zap.Int("connectors", len(snap.Connectors())), zap.Bool("reload", prev != nil))
+	d.reloadActions(res.Active)
 	return nil
 }
 

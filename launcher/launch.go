@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/shims"
@@ -81,6 +82,10 @@ type LaunchConfig struct {
 	// session's packages are copied from it and mounted read-only at
 	// SandboxManifestsDir. Empty mounts no manifests.
 	StoreDir string
+	// Actions are the installed actions (actions.Store.List); the active
+	// ones on the session's connectors become action shims and are mounted
+	// read-only at SandboxActionsDir.
+	Actions []actions.Installed
 	// Agent is the command and its arguments; Agent[0] is required and runs
 	// as the container's entrypoint, looked up on the image's PATH.
 	Agent []string
@@ -221,7 +226,8 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	rendered, err := shims.Render(shims.RenderOptions{Connectors: conns, AgentCommand: path.Base(agent)})
+	acts := sessionActions(cfg.Actions, conns)
+	rendered, err := shims.Render(shims.RenderOptions{Connectors: conns, AgentCommand: path.Base(agent), Actions: acts})
 	if err != nil {
 		return 0, fmt.Errorf("%w\nnothing was started", err)
 	}
@@ -246,6 +252,9 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	files, err := writeSandboxFiles(sess, rendered, conns, cfg.StoreDir, l.log)
 	if files != nil {
 		l.onExit("removing "+files.dir, func(context.Context) error { return os.RemoveAll(files.dir) })
+	}
+	if err == nil {
+		err = files.writeActions(acts)
 	}
 	if err != nil {
 		return 0, err

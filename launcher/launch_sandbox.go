@@ -159,6 +159,9 @@ type sandboxFiles struct {
 	// manifests is the copy of the session's connector packages; empty
 	// when there is none.
 	manifests string
+	// actions is the copy of the session's action manifests (writeActions);
+	// empty when there is none.
+	actions string
 }
 
 // writeSandboxFiles writes the rendered tools, the session CA, the CA
@@ -281,6 +284,9 @@ func (f *sandboxFiles) mounts(projectDir string, r *shims.Rendered) []Mount {
 	)
 	if f.manifests != "" {
 		ms = append(ms, Mount{Source: f.manifests, Target: SandboxManifestsDir, ReadOnly: true})
+	}
+	if f.actions != "" {
+		ms = append(ms, Mount{Source: f.actions, Target: SandboxActionsDir, ReadOnly: true})
 	}
 	return ms
 }

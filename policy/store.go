@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 )
 
 // Installed entry statuses. Invalid and conflicting entries carry a reason
@@ -208,26 +207,7 @@ func toolConflicts(spec *Spec, hash string, entries []Installed) error {
 
 // lock takes the store's exclusive writer lock (flock on .lock); the
 // returned func releases it. The kernel drops it if the process dies.
-func (s *Store) lock() (func(), error) {
-	f, err := os.OpenFile(filepath.Join(s.root, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("locking the connector store: %w", err)
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking the connector store: %w", err)
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
-}
+func (s *Store) lock() (func(), error) { return LockDir(s.root, "connector store") }
 
 // cleanTemp removes what interrupted installs and removals left in tmp/.
 // It runs under the writer lock, so nothing in tmp/ is in use.
@@ -244,22 +224,7 @@ func (s *Store) cleanTemp() {
 // discard moves an entry out of sha256/ with one rename (so readers never
 // see it half deleted) and deletes it.
 func (s *Store) discard(dir, hexHash string) error {
-	if err := os.MkdirAll(s.tmpDir(), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(s.tmpDir(), "remove-"+hexHash[:12]+"-")
-	if err != nil {
-		return err
-	}
-	dst := filepath.Join(tmp, "pkg")
-	if err := os.Rename(dir, dst); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := syncDir(s.hashDir()); err != nil {
-		return err
-	}
-	return os.RemoveAll(tmp)
+	return DiscardDir(dir, s.hashDir(), s.tmpDir(), "remove-"+hexHash[:12]+"-")
 }
 
 // Remove deletes installed packages and returns them. ref is an FQN (every

@@ -75,17 +75,27 @@ func (c *checker) connector(parent obj) ConnectorMeta {
 // name checks a tool, operation, input or audit field name and reports
 // whether it is valid.
 func (c *checker) name(path, what, v, example string) bool {
+	if msg := NameProblem(what, v, example); msg != "" {
+		c.fail(path, "%s", msg)
+		return false
+	}
+	return true
+}
+
+// NameProblem checks v as a tool, operation, input or audit field name (or
+// any name with the same rules, e.g. an action's): it returns "" when v is
+// valid, else a message that says how to fix it. what names the kind of
+// name and example is a valid one, for the message of an empty v.
+func NameProblem(what, v, example string) string {
 	switch {
 	case v == "":
-		c.fail(path, "required; name the %s, e.g. %q", what, example)
+		return fmt.Sprintf("required; name the %s, e.g. %q", what, example)
 	case len(v) > maxNameLen:
-		c.fail(path, "%q is longer than %d characters; use a shorter name", v, maxNameLen)
+		return fmt.Sprintf("%q is longer than %d characters; use a shorter name", v, maxNameLen)
 	case !IsValidName(v):
-		c.fail(path, "%q may only contain letters, digits, '.', '_', ':' and '-'", v)
-	default:
-		return true
+		return fmt.Sprintf("%q may only contain letters, digits, '.', '_', ':' and '-'", v)
 	}
-	return false
+	return ""
 }
 
 // uniqueName checks the name v of the object at path with c.name and refuses

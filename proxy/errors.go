@@ -22,6 +22,14 @@ const (
 	DecisionAllowed    = "allowed"
 )
 
+// HeaderApproval set to ApprovalRequiredValue by the control API (with
+// HeaderInternal) holds the call for a person's approval even when its
+// operation does not require it: an action with [approval] required = true.
+const (
+	HeaderApproval        = "X-Aileron-Approval"
+	ApprovalRequiredValue = "required"
+)
+
 // Header names and values the proxy reads or writes.
 const (
 	headerDecision        = HeaderDecision

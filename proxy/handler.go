@@ -113,7 +113,7 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	reason := string(policy.ReasonAllowed)
-	if op.Approval.IsRequired() {
+	if op.Approval.IsRequired() || s.approvalForced(r) {
 		outcome := ApprovalDenied
 		if s.cfg.Approver != nil {
 			outcome = s.cfg.Approver.Await(r.Context(), ApprovalRequest{
@@ -161,6 +161,15 @@ func (t *tunnel) names(authority string) bool {
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	return port == t.port && strings.EqualFold(host, t.host)
+}
+
+// approvalForced reports whether the control API, proven by the internal
+// key, asks to hold this call for approval (HeaderApproval).
+func (s *Server) approvalForced(r *http.Request) bool {
+	key := r.Header.Get(headerInternal)
+	return key != "" && len(s.internalKey) > 0 &&
+		subtle.ConstantTimeCompare([]byte(key), s.internalKey) == 1 &&
+		r.Header.Get(HeaderApproval) == ApprovalRequiredValue
 }
 
 // internalHeaders honours X-Aileron-Source and X-Aileron-Audit-Args only

@@ -120,17 +120,22 @@ func writeOperation(b *strings.Builder, op *policy.Operation, indent string) {
 		idem += " (never retried; check the result before repeating a call)"
 	}
 	fmt.Fprintf(b, "%sidempotency: %s\n", indent, idem)
-	if len(op.Inputs) == 0 {
+	writeInputs(b, op.Inputs, indent)
+}
+
+// writeInputs writes an inputs table, each line prefixed by indent.
+func writeInputs(b *strings.Builder, inputs []policy.Input, indent string) {
+	if len(inputs) == 0 {
 		fmt.Fprintf(b, "%sinputs: none\n", indent)
 		return
 	}
 	fmt.Fprintf(b, "%sinputs:\n", indent)
 	nameW, typeW := 0, 0
-	for _, in := range op.Inputs {
+	for _, in := range inputs {
 		nameW = max(nameW, utf8.RuneCountInString(cleanLine(in.Name)))
 		typeW = max(typeW, utf8.RuneCountInString(inputType(in)))
 	}
-	for _, in := range op.Inputs {
+	for _, in := range inputs {
 		req := "optional"
 		if in.Required {
 			req = "required"

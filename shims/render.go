@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -46,12 +47,15 @@ type RenderOptions struct {
 	// Reserved are other command names the launcher mounts; empty entries
 	// are ignored.
 	Reserved []string
+	// Actions are installed actions; the active ones become one
+	// action-derived tool per connector they run (ActionCommand).
+	Actions []actions.Installed
 }
 
 // Rendered is the complete output of Render, held in memory until WriteDir.
 type Rendered struct {
-	// ToolsTxt is the content of tools.txt: one line per tool, sorted by
-	// command.
+	// ToolsTxt is the content of tools.txt: one line per action-derived
+	// tool, then one per connector tool, each group sorted by command.
 	ToolsTxt []byte
 	// Shims holds one script per tool, sorted by Command.
 	Shims []Shim
@@ -65,6 +69,9 @@ type Shim struct {
 	// ConnectorFQN and ConnectorHash identify the connector the tool is from.
 	ConnectorFQN  string
 	ConnectorHash string
+	// Actions are the actions of an action-derived tool, by name; nil for
+	// a connector tool.
+	Actions []string
 	// Tool is the tool name as the spec writes it; the shim sends it to the
 	// run endpoint.
 	Tool string
@@ -89,6 +96,9 @@ const (
 	ConflictBasic ConflictKind = "basic_command"
 	// ConflictInvalid: a name or spec the shim cannot carry safely.
 	ConflictInvalid ConflictKind = "invalid_spec"
+	// ConflictAction: a connector tool's command equals the command of an
+	// action-derived tool.
+	ConflictAction ConflictKind = "action_command"
 )
 
 // String returns the kind's spelling, "unknown" for the zero value.
@@ -150,7 +160,10 @@ func removeHint(fqn string) string {
 // returns a *ConflictError listing every conflict when any tool command is
 // claimed twice, equals the agent command or a reserved name, would shadow a
 // basic command (BasicCommands), or when a name is not safe to put in a
-// shim; then nothing is rendered.
+// shim; then nothing is rendered. The active opts.Actions add one
+// action-derived tool per connector (ActionCommand), which must not share a
+// command with a connector tool (ConflictAction), another action tool, the
+// agent, a reserved or a basic command.
 func Render(opts RenderOptions) (*Rendered, error) {
 	var conflicts []Conflict
 	add := func(kind ConflictKind, cmd, format string, args ...any) {
@@ -228,12 +241,29 @@ func Render(opts RenderOptions) (*Rendered, error) {
 		}
 		refs = append(refs, first)
 	}
+	atools := actionTools(opts.Actions, add)
+	actionConflicts(atools, byCommand, agent, reserved, basic, add)
+	for _, t := range atools {
+		for _, n := range t.names() {
+			if strings.HasPrefix(n, "-") || helpWords[n] {
+				add(ConflictInvalid, t.command, "action %q collides with the shim's own flags and help; rename it in its action.md", n)
+			}
+		}
+	}
 	if len(conflicts) > 0 {
 		return nil, &ConflictError{Conflicts: conflicts}
 	}
 
 	out := &Rendered{}
 	var txt bytes.Buffer
+	for _, t := range atools {
+		script, err := renderActionScript(t)
+		if err != nil {
+			return nil, fmt.Errorf("rendering the shim of %s: %w", t.describe(), err)
+		}
+		out.Shims = append(out.Shims, Shim{Command: t.command, ConnectorFQN: t.fqn, Actions: t.names(), Script: script})
+		writeToolsLine(&txt, t.command, t.fqn, "installed Aileron connector used by actions: "+strings.Join(t.names(), ", "))
+	}
 	for _, r := range refs {
 		script, err := renderScript(r)
 		if err != nil {
@@ -246,10 +276,18 @@ func Render(opts RenderOptions) (*Rendered, error) {
 			Tool:          r.tool.Name,
 			Script:        script,
 		})
-		fmt.Fprintf(&txt, "%s %s -- Aileron connector operations: %s\n", r.command, r.conn.Spec.Connector.FQN, strings.Join(operationNames(r.tool), ", "))
+		writeToolsLine(&txt, r.command, r.conn.Spec.Connector.FQN, "Aileron connector operations: "+strings.Join(operationNames(r.tool), ", "))
 	}
+	sort.SliceStable(out.Shims, func(i, j int) bool { return out.Shims[i].Command < out.Shims[j].Command })
 	out.ToolsTxt = txt.Bytes()
 	return out, nil
+}
+
+// writeToolsLine writes one tools.txt line: the command, one space, the
+// connector FQN, " -- " and what the tool offers. Action and connector
+// lines share it, so they separate their fields the same way.
+func writeToolsLine(w *bytes.Buffer, command, fqn, what string) {
+	fmt.Fprintf(w, "%s %s -- %s\n", command, fqn, what)
 }
 
 // operationNames returns the names of t's operations in spec order.

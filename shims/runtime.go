@@ -3,9 +3,11 @@ package shims
 // scriptRuntime is the part of every shim that does not depend on the spec:
 // argument parsing, the call to the run endpoint and the mapping of the reply
 // to stdout, stderr and an exit status. It relies on the variables and
-// functions renderScript writes before it (aileron_cmd, aileron_fqn,
-// aileron_tool, aileron_ops, aileron_help, aileron_op_help,
-// aileron_operation). Only POSIX sh features are used; the external commands
+// functions the script's prelude writes before it (aileron_cmd,
+// aileron_noun, aileron_ops, aileron_help, aileron_op_help,
+// aileron_operation, aileron_request, and aileron_path, which
+// aileron_operation may set): renderScript for connector tools,
+// renderActionScript for action tools. Only POSIX sh features are used; the external commands
 // are wget, cat, mktemp and rm. Tested under dash + GNU wget and BusyBox sh +
 // BusyBox wget (shim_test.go).
 const scriptRuntime = `aileron_opname=
@@ -21,7 +23,7 @@ aileron_err() {
 # aileron_usage MESSAGE reports a usage error and exits 64.
 aileron_usage() {
 	aileron_err "$1"
-	printf "Run '%s --help' for the operations and their arguments.\n" "$aileron_cmd${aileron_opname:+ $aileron_opname}" >&2
+	printf "Run '%s --help' for the ${aileron_noun}s and their arguments.\n" "$aileron_cmd${aileron_opname:+ $aileron_opname}" >&2
 	exit 64
 }
 
@@ -71,7 +73,7 @@ aileron_json_string() {
 case ${1-} in
 '' | -h | --help | help)
 	if [ "${1-}" = help ] && [ $# -gt 1 ]; then
-		aileron_operation "$2" || aileron_usage "unknown operation \"$2\"; operations: $aileron_ops"
+		aileron_operation "$2" || aileron_usage "unknown $aileron_noun \"$2\"; ${aileron_noun}s: $aileron_ops"
 		aileron_op_help "$2"
 		exit 0
 	fi
@@ -79,10 +81,10 @@ case ${1-} in
 	exit 0
 	;;
 -*)
-	aileron_usage "unknown flag \"$1\"; the first argument is an operation: $aileron_ops"
+	aileron_usage "unknown flag \"$1\"; the first argument is an $aileron_noun: $aileron_ops"
 	;;
 esac
-aileron_operation "$1" || aileron_usage "unknown operation \"$1\"; operations: $aileron_ops"
+aileron_operation "$1" || aileron_usage "unknown $aileron_noun \"$1\"; ${aileron_noun}s: $aileron_ops"
 aileron_opname=$1
 shift
 
@@ -176,12 +178,11 @@ if [ "$aileron_gnu" = 0 ]; then
 	esac
 	aileron_auth=",\"api_token\":\"$AILERON_TOKEN\""
 fi
-printf '{"connector_fqn":%s,"tool":%s,"operation":%s,"args":%s%s}' \
-	"$aileron_fqn" "$aileron_tool" "$aileron_op" "$aileron_args" "$aileron_auth" >"$aileron_tmp/request" || {
+aileron_request >"$aileron_tmp/request" || {
 	aileron_err "cannot write the request to $aileron_tmp"
 	exit 70
 }
-aileron_url="${AILERON_API_URL%/}/connector-operations/run"
+aileron_url="${AILERON_API_URL%/}$aileron_path"
 set -- -S -O "$aileron_tmp/body" --post-file "$aileron_tmp/request" \
 	--header 'Content-Type: application/json'
 if [ "$aileron_json" = 0 ]; then
@@ -245,7 +246,7 @@ esac
 if [ -z "$aileron_status" ]; then
 	case $aileron_last in
 	*'No data received'* | *'Read error'* | *'error getting response'* | *'eset by peer'*)
-		aileron_err "the Aileron daemon at ${AILERON_API_URL%/} closed the connection without a reply ($aileron_last); the operation may have run, check before calling it again"
+		aileron_err "the Aileron daemon at ${AILERON_API_URL%/} closed the connection without a reply ($aileron_last); the $aileron_noun may have run, check before calling it again"
 		;;
 	*)
 		aileron_err "cannot reach the Aileron daemon at ${AILERON_API_URL%/}: ${aileron_last:-wget exited with status $aileron_rc}"
@@ -256,7 +257,7 @@ fi
 
 if [ "$aileron_status" = 200 ]; then
 	if [ "$aileron_rc" != 0 ]; then
-		aileron_err "the daemon's reply was cut off (${aileron_last:-wget exited with status $aileron_rc}); the operation may have run${aileron_audit:+ (audit id $aileron_audit)}, check before calling it again"
+		aileron_err "the daemon's reply was cut off (${aileron_last:-wget exited with status $aileron_rc}); the $aileron_noun may have run${aileron_audit:+ (audit id $aileron_audit)}, check before calling it again"
 		exit 69
 	fi
 	case $aileron_upstream in
@@ -302,7 +303,7 @@ case $aileron_status in
 *) aileron_exit=69 ;;
 esac
 case $aileron_code in
-invalid_args | invalid_body | connector_operation_not_found) aileron_exit=64 ;;
+invalid_args | invalid_body | connector_operation_not_found | action_not_found) aileron_exit=64 ;;
 operation_not_allowed | approval_denied | approval_timeout | credential_not_configured | unauthorized | session_mismatch) aileron_exit=77 ;;
 esac
 
@@ -315,8 +316,8 @@ else
 	case $aileron_status in
 	400) aileron_why="the daemon refused the arguments; check them with '$aileron_cmd $aileron_opname --help'" ;;
 	401) aileron_why="the daemon refused AILERON_TOKEN; the session may have ended" ;;
-	403) aileron_why="denied: the operation is not allowed in this session, its approval was denied or timed out, or it has no credential configured" ;;
-	404) aileron_why="the daemon does not offer this operation in this session (or AILERON_API_URL is wrong)" ;;
+	403) aileron_why="denied: the $aileron_noun is not allowed in this session, its approval was denied or timed out, or it has no credential configured" ;;
+	404) aileron_why="the daemon does not offer this $aileron_noun in this session (or AILERON_API_URL is wrong)" ;;
 	*) aileron_why="the daemon answered with an error" ;;
 	esac
 	if [ "$aileron_gnu" = 0 ]; then

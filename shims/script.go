@@ -83,7 +83,8 @@ func renderScript(r toolRef) ([]byte, error) {
 	fmt.Fprintf(&b, "aileron_cmd=%s\n", ShellQuote(r.command))
 	fmt.Fprintf(&b, "aileron_fqn=%s\n", ShellQuote(jsonString(r.conn.Spec.Connector.FQN)))
 	fmt.Fprintf(&b, "aileron_tool=%s\n", ShellQuote(jsonString(r.tool.Name)))
-	fmt.Fprintf(&b, "aileron_ops=%s\n\n", ShellQuote(strings.Join(operationNames(r.tool), ", ")))
+	fmt.Fprintf(&b, "aileron_ops=%s\n", ShellQuote(strings.Join(operationNames(r.tool), ", ")))
+	fmt.Fprintf(&b, "aileron_noun=operation\naileron_path=%s\n\n", ShellQuote(RunPath))
 
 	b.WriteString("# aileron_help prints the help of the tool.\naileron_help() {\n")
 	writeHeredoc(&b, "\t", general, delim)
@@ -103,6 +104,9 @@ func renderScript(r toolRef) ([]byte, error) {
 	}
 	b.WriteString("\t*) return 1 ;;\n\tesac\n}\n\n")
 
+	b.WriteString("# aileron_request writes the run endpoint's request body.\naileron_request() {\n")
+	b.WriteString("\tprintf '{\"connector_fqn\":%s,\"tool\":%s,\"operation\":%s,\"args\":%s%s}' \\\n")
+	b.WriteString("\t\t\"$aileron_fqn\" \"$aileron_tool\" \"$aileron_op\" \"$aileron_args\" \"$aileron_auth\"\n}\n\n")
 	b.WriteString(scriptRuntime)
 	return []byte(b.String()), nil
 }

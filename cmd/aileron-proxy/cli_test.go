@@ -101,6 +101,7 @@ var helpGoldens = []struct {
 	cmds [][]string
 }{
 	{file: "root-help.golden", cmds: [][]string{{}}},
+	{file: "action-help.golden", cmds: [][]string{{"action"}, {"action", "install"}, {"action", "list"}, {"action", "validate"}, {"action", "remove"}}},
 	{file: "approvals-help.golden", cmds: [][]string{{"approvals"}, {"approvals", "list"}, {"approvals", "approve"}, {"approvals", "deny"}}},
 	{file: "connector-help.golden", cmds: [][]string{{"connector"}, {"connector", "install"}, {"connector", "list"}, {"connector", "validate"}, {"connector", "remove"}}},
 	{file: "credential-audit-help.golden", cmds: [][]string{{"credential"}, {"credential", "set"}, {"credential", "list"}, {"credential", "remove"}, {"audit"}, {"audit", "tail"}}},

@@ -150,6 +150,10 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 	}
 	defer stop()
 	info := client.Info()
+	acts, err := a.loadActions(loaded.Active)
+	if err != nil {
+		return err
+	}
 	code, err := launcher.Launch(ctx, launcher.LaunchConfig{
 		Logger:        log,
 		Runtime:       rt,
@@ -160,6 +164,7 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 		Connectors:    loaded.Active,
 		ConnectorFQNs: o.connectors,
 		StoreDir:      store.Dir(),
+		Actions:       acts,
 		Agent:         o.agent,
 		Stdin:         a.stdin,
 		Stdout:        a.stdout,

@@ -131,6 +131,7 @@ func newRootCmd(a *app) *cobra.Command {
 	// Each area registers its command here, one line each.
 	root.AddCommand(
 		// commands: keep one line per area, sorted
+		newActionCmd(a),
 		newApprovalsCmd(a),
 		newAuditCmd(a),
 		newConnectorCmd(a),

@@ -44,14 +44,15 @@ func newToolsRenderCmd(a *app) *cobra.Command {
 		Use:   "render --out DIR [--connector FQN]... [--agent CMD] [--reserved NAME]...",
 		Short: "Write tools.txt and the shims of the installed connectors",
 		Long: `Write DIR/tools.txt and DIR/bin/<tool> (mode 0755) for every tool of the
-active installed connectors, or of the connectors named with --connector.
+active installed connectors, or of the connectors named with --connector, and
+one action tool per connector that installed actions run (docs/actions.md).
 
 Everything is rendered before anything is written, into a temporary directory
 that then replaces DIR, so on any error DIR is left as it was. DIR must be new,
 empty or a previous render.
 
 Rendering fails, listing every conflict, when two connectors provide the same
-tool command, when a command equals the agent command (--agent) or a --reserved
+tool command, when a connector tool and an action tool share a command, when a command equals the agent command (--agent) or a --reserved
 name, or when it would shadow a basic sandbox command (sh, env, wget, curl, git
 and the others listed in docs/shims.md).
 
@@ -75,7 +76,11 @@ Exit status: 0 rendered; 1 conflict or write failure; 2 usage error.`,
 			if len(conns) == 0 {
 				fmt.Fprintln(a.stderr, "warning: no active connectors; the render holds no tools (install one with \"aileron-proxy connector install PATH\")")
 			}
-			rendered, err := shims.Render(shims.RenderOptions{Connectors: conns, AgentCommand: agent, Reserved: reserved})
+			acts, err := a.loadActions(conns)
+			if err != nil {
+				return err
+			}
+			rendered, err := shims.Render(shims.RenderOptions{Connectors: conns, AgentCommand: agent, Reserved: reserved, Actions: acts})
 			if err != nil {
 				return fmt.Errorf("%w\nnothing was written to %s", err, out)
 			}

@@ -1,0 +1,78 @@
+// Package actions owns installed action manifests: the action.md format
+// (TOML front matter between "+++" lines, then Markdown), its validation
+// against the installed connector specs, and the content-addressed store
+// under $AILERON_HOME/store/actions.
+//
+// An action names one operation of an installed connector, declares the
+// inputs a caller may pass and may preset further arguments. The package is
+// pure: no network, no logging globals, no servers.
+package actions
+
+import "github.com/aileron-dev/aileron-proxy/policy"
+
+// FileName is the name of a manifest file, in the store and in a connector
+// package (actions/<name>/action.md).
+const FileName = "action.md"
+
+// Action is a parsed, structurally valid action manifest.
+type Action struct {
+	// Name identifies the action (policy name rules); the run endpoint is
+	// /v1/actions/<name>/run.
+	Name string
+	// Version is a semantic version without a leading "v"; empty means
+	// unversioned (lowest).
+	Version string
+	// Source is where the manifest was published; informational.
+	Source string
+	// Requires lists the connectors the action declares it needs.
+	Requires []Requirement
+	// Intent is [match] intent, shown in the shim's help.
+	Intent string
+	// Execute is the one step the action runs.
+	Execute Step
+	// ApprovalRequired is [approval] required: each run waits for a person.
+	ApprovalRequired bool
+	// Inputs are the arguments a caller may pass, in manifest order.
+	Inputs []Input
+	// Description is the Markdown after the front matter, trimmed.
+	Description string
+
+	// lines maps a key path ("inputs[1].name") to its line in the file.
+	lines map[string]int
+}
+
+// Requirement is one [[requires.connectors]] entry.
+type Requirement struct {
+	Name         string
+	Version      string
+	Capabilities []string
+}
+
+// Step is the [[execute]] step: one operation of an installed connector.
+type Step struct {
+	ID string
+	// Connector is the connector FQN, normalized.
+	Connector string
+	// Op is the operation name.
+	Op string
+	// Tool names the tool when two tools of the spec share the operation
+	// name; empty otherwise.
+	Tool string
+	// Idempotent, when set, is the manifest's claim; informational.
+	Idempotent *bool
+	// Args are [execute.args]: fixed arguments merged under the caller's
+	// inputs, as JSON values (numbers as json.Number).
+	Args map[string]any
+}
+
+// Input is one argument a caller may pass.
+type Input struct {
+	Name        string
+	Type        policy.InputType
+	Description string
+	Required    bool
+}
+
+// Line returns the line of the file where key path p (e.g. "execute[0].op")
+// is written, or 0 when unknown.
+func (a *Action) Line(p string) int { return a.lines[p] }

@@ -1,0 +1,106 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/aileron-dev/aileron-proxy/actions"
+	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/proxy"
+	"github.com/aileron-dev/aileron-proxy/session"
+)
+
+// CodeActionNotFound answers a run of an action that is not installed, or
+// whose connector or operation is gone (broken).
+const CodeActionNotFound = "action_not_found"
+
+// ActionRunRequest is the body of POST /v1/actions/{name}/run, the contract
+// of generated action shims.
+type ActionRunRequest struct {
+	// Args are the action's declared inputs; they are merged over the
+	// action's [execute.args].
+	Args map[string]any `json:"args,omitempty"`
+	// APIToken is the session's API token for a client that sends no
+	// Authorization header (BusyBox wget shims), as in RunRequest.
+	APIToken string `json:"api_token,omitempty"`
+}
+
+// runAction is POST /v1/actions/{name}/run: the args are checked against
+// the action's inputs and merged with its presets, then the call takes the
+// run endpoint's path through the proxy, held for approval when the action
+// requires it. One action.run event records the outcome.
+func (s *Server) runAction(c echo.Context) error {
+	sess := sessionFrom(c)
+	name := c.Param("name")
+	var req ActionRunRequest
+	if err := decodeJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	var active map[string]actions.Installed
+	if s.cfg.Actions != nil {
+		active = s.cfg.Actions()
+	}
+	inst, ok := active[name]
+	if !ok {
+		names := make([]string, 0, len(active))
+		for n := range active {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		e := apiErr(http.StatusNotFound, CodeActionNotFound,
+			fmt.Sprintf("action %q is not installed or is broken (see \"aileron-proxy action list\"); installed actions: %s", name, listOrNone(names))).
+			with("available_actions", names)
+		return s.actionRun(sess, name, inst, e)
+	}
+	act := inst.Action
+	args, problems := act.Merge(req.Args)
+	if len(problems) > 0 {
+		out := make([]ArgProblem, len(problems))
+		msgs := make([]string, len(problems))
+		for i, p := range problems {
+			out[i] = ArgProblem{Arg: p.Arg, Message: p.Message}
+			msgs[i] = p.Arg + ": " + p.Message
+		}
+		e := apiErr(http.StatusBadRequest, CodeInvalidArgs,
+			fmt.Sprintf("the args of action %s do not match its inputs: %s", name, strings.Join(msgs, "; "))).
+			with("problems", out)
+		return s.actionRun(sess, name, inst, e)
+	}
+	_, err := s.run(c, sess, inst.Target.ConnectorFQN, inst.Target.Tool, inst.Target.Operation.Name, args,
+		outbound{action: name, approval: act.ApprovalRequired})
+	if err == nil {
+		_ = s.actionRun(sess, name, inst, nil, c.Response().Status)
+		return nil
+	}
+	return s.actionRun(sess, name, inst, err)
+}
+
+// actionRun records the action.run event of a run that ended with err (nil
+// for a 200 with status[0]) and returns err. Argument values are never
+// recorded; the proxy's own event carries the fields the operation's audit
+// rules allow.
+func (s *Server) actionRun(sess *session.Session, name string, inst actions.Installed, err error, status ...int) error {
+	ev := audit.Event{Event: audit.EventActionRun, SessionID: sess.ID, Action: name, Source: SourceRunEndpoint, Decision: proxy.DecisionAllowed}
+	if inst.Action != nil {
+		ev.ConnectorFQN, ev.Tool = inst.Target.ConnectorFQN, inst.Target.Tool
+		if inst.Target.Operation != nil {
+			ev.Operation = inst.Target.Operation.Name
+		}
+	}
+	if len(status) > 0 {
+		ev.Status = status[0]
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		ev.Status, ev.Decision, ev.Reason = e.Status, proxy.DecisionDenied, e.Code
+	} else if err != nil {
+		ev.Decision = "error"
+	}
+	s.cfg.Audit.Record(ev)
+	return err
+}
