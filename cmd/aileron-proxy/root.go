@@ -140,6 +140,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newServeCmd(a),
 		newSessionCmd(a),
 		newToolsCmd(a),
+		newUICmd(a),
 	)
 	return root
 }
