@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/daemon"
@@ -132,7 +132,11 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 		return err
 	}
 
-	client, stop, err := a.launchDaemon(ctx, log)
+	notify := &approvalNotifier{w: a.stderr, surface: plan.ApprovalSurface}
+	if hasDesktop() {
+		notify.notifySend, _ = exec.LookPath("notify-send")
+	}
+	client, stop, err := a.launchDaemon(ctx, log, notify)
 	if err != nil {
 		return err
 	}
@@ -167,7 +171,7 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 // launchDaemon returns a client for the daemon of a.home. When none runs
 // (no daemon.json, or one naming a daemon that does not answer) it starts
 // one in this process, on loopback only, and stop shuts it down.
-func (a *app) launchDaemon(ctx context.Context, log *zap.Logger) (client *api.Client, stop func(), err error) {
+func (a *app) launchDaemon(ctx context.Context, log *zap.Logger, notify *approvalNotifier) (client *api.Client, stop func(), err error) {
 	path := a.homePath(daemon.DaemonFile)
 	client, err = api.NewClient(path)
 	switch {
@@ -186,29 +190,35 @@ func (a *app) launchDaemon(ctx context.Context, log *zap.Logger) (client *api.Cl
 	case !errors.Is(err, api.ErrNoDaemon):
 		return nil, nil, err
 	}
-	return a.startInProcessDaemon(ctx, log, path)
+	return a.startInProcessDaemon(ctx, log, path, notify)
 }
 
 // startInProcessDaemon runs serve's daemon in this process with the
 // settings of $AILERON_HOME/config.json, except that both listeners are on
 // 127.0.0.1 with free ports: sandboxes reach them only through launch's
 // relays. It publishes daemon.json like serve, so other commands (approvals,
-// audit tail) find it while launch runs.
-func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonFile string) (*api.Client, func(), error) {
+// audit tail) find it while launch runs. Its log goes to the rotated
+// $AILERON_HOME/logs/daemon.log, not to the agent's terminal; notify prints
+// the held approvals a person must act on.
+func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonFile string, notify *approvalNotifier) (*api.Client, func(), error) {
 	cfg, err := daemon.LoadConfig(a.home, "")
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg.ProxyListen, cfg.APIListen, cfg.AdvertiseProxyAddr = "127.0.0.1:0", "127.0.0.1:0", ""
-	dlog := log.Named("daemon")
-	if !a.verbose {
-		// Approvals waiting for a person are warnings: keep those.
-		dlog = dlog.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
-	}
-	d, err := daemon.New(cfg, dlog)
+	cfg.OnApprovalRequested = notify.held
+	logFile, err := daemon.OpenRotatingFile(a.homePath(daemon.LogFile), 0, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting the daemon in this process: %w", err)
 	}
+	dlog, stopLog := a.jsonLoggerTo(logFile)
+	closeLog := func() { stopLog(); _ = logFile.Close() }
+	d, err := daemon.New(cfg, dlog)
+	if err != nil {
+		closeLog()
+		return nil, nil, fmt.Errorf("starting the daemon in this process: %w", err)
+	}
+	notify.consoleURL = d.APIURL() + "/ui/approvals"
 	// The daemon outlives ctx: the session is ended after a Ctrl-C.
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
@@ -218,11 +228,12 @@ func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonF
 		select {
 		case err := <-done:
 			if err != nil {
-				log.Warn("the in-process daemon stopped with an error", zap.Error(err))
+				log.Warn("the in-process daemon stopped with an error", zap.Error(err), zap.String("log_file", logFile.Path()))
 			}
 		case <-time.After(inProcessStopTimeout):
-			log.Warn("the in-process daemon did not stop in time")
+			log.Warn("the in-process daemon did not stop in time", zap.String("log_file", logFile.Path()))
 		}
+		closeLog()
 	}
 	// Run publishes daemon.json first thing; wait until it names this daemon.
 	deadline := time.NewTimer(inProcessStartTimeout)
@@ -236,7 +247,8 @@ func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonF
 		select {
 		case err := <-done:
 			cancel()
-			return nil, nil, fmt.Errorf("starting the daemon in this process: %w", errors.Join(err, errors.New("it stopped before publishing daemon.json")))
+			closeLog()
+			return nil, nil, fmt.Errorf("starting the daemon in this process: %w (its log: %s)", errors.Join(err, errors.New("it stopped before publishing daemon.json")), logFile.Path())
 		case <-deadline.C:
 			stop()
 			return nil, nil, fmt.Errorf("starting the daemon in this process: %s did not appear within %s", daemonFile, inProcessStartTimeout)
@@ -248,7 +260,11 @@ func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonF
 		stop()
 		return nil, nil, err
 	}
-	log.Info("no daemon was running; started one in this process for the launch", zap.String("api_url", d.APIURL()))
+	fields := []zap.Field{zap.String("api_url", d.APIURL()), zap.String("log_file", logFile.Path())}
+	if u, err := d.ConsoleLoginURL(); err == nil {
+		fields = append(fields, zap.String("console", u))
+	}
+	log.Info("no daemon was running; started one in this process for the launch", fields...)
 	return client, stop, nil
 }
 

@@ -103,6 +103,25 @@ curl -sS --noproxy '*' --max-time 10 -o /dev/null -w 'status=%{http_code}\n' "$A
 	if _, err := os.Stat(filepath.Join(home, daemon.DaemonFile)); !os.IsNotExist(err) {
 		t.Errorf("daemon.json outlived launch (%v)", err)
 	}
+	// The daemon's log goes to a private file named on the terminal, and
+	// none of its request lines reach the agent's terminal.
+	logPath := filepath.Join(home, daemon.LogFile)
+	if fi, err := os.Stat(logPath); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("daemon log %s: %v (mode %v), want a 0600 file", logPath, err, fi)
+	}
+	if raw, _ := os.ReadFile(logPath); !strings.Contains(string(raw), `"api request"`) {
+		t.Errorf("the daemon log lacks the API's request lines:\n%s", raw)
+	}
+	for _, w := range []string{logPath, "/ui/login?code="} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("launch's terminal output does not name %q:\n%s", w, stderr)
+		}
+	}
+	for _, bad := range []string{"api request", "policy loaded", "serving"} {
+		if strings.Contains(stderr, bad) {
+			t.Errorf("a daemon log line (%q) reached the agent's terminal:\n%s", bad, stderr)
+		}
+	}
 	m := regexp.MustCompile(`session  (ses_[0-9a-f]+)`).FindStringSubmatch(stderr)
 	if m == nil {
 		t.Fatalf("no session in the banner:\n%s", stderr)
