@@ -1,9 +1,9 @@
 package console
 
 import (
-	"go/build"
-	"strings"
 	"testing"
+
+	"github.com/aileron-dev/aileron-proxy/internal/importcheck"
 )
 
 // TestImports enforces the console's boundary: it reads sessions (digests
@@ -11,26 +11,12 @@ import (
 // reaches a package that holds secrets or talks upstream. The daemon wires
 // it; the API mounts it through an interface.
 func TestImports(t *testing.T) {
-	forbidden := map[string]string{
+	importcheck.Forbid(t, ".", map[string]string{
 		"github.com/aileron-dev/aileron-proxy/credentials": "secret bytes never reach the console (ARCHITECTURE.md invariant 4)",
 		"github.com/aileron-dev/aileron-proxy/proxy":       "the console sends nothing upstream",
 		"github.com/aileron-dev/aileron-proxy/api":         "api mounts the console, not the other way round",
 		"github.com/aileron-dev/aileron-proxy/daemon":      "daemon wires the console",
 		"github.com/aileron-dev/aileron-proxy/launcher":    "no container lifecycles in the console",
 		"github.com/labstack/echo/":                        "plain net/http; the API's echo only mounts it",
-	}
-	pkg, err := build.ImportDir(".", 0) // non-test files only
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pkg.Imports) == 0 {
-		t.Fatal("no imports found; the check would pass vacuously")
-	}
-	for _, path := range pkg.Imports {
-		for key, why := range forbidden {
-			if path == key || strings.HasSuffix(key, "/") && strings.HasPrefix(path, key) {
-				t.Errorf("console imports %s: %s", path, why)
-			}
-		}
-	}
+	})
 }
