@@ -23,6 +23,10 @@ type CreateSessionRequest struct {
 	// TTL is a Go duration ("8h", "90m") or whole days ("2d"); empty means
 	// the default (8h).
 	TTL string `json:"ttl,omitempty"`
+	// Agent and Project label the session for people (launch sets the
+	// agent command and the project directory); optional.
+	Agent   string `json:"agent,omitempty"`
+	Project string `json:"project,omitempty"`
 }
 
 // CreatedSession is the 201 response of POST /v1/sessions. It is the only
@@ -49,6 +53,8 @@ type SessionInfo struct {
 	Hosts      []string  `json:"hosts"`
 	CreatedAt  time.Time `json:"created_at"`
 	ExpiresAt  time.Time `json:"expires_at"`
+	Agent      string    `json:"agent,omitempty"`
+	Project    string    `json:"project,omitempty"`
 }
 
 // SessionList is the response of GET /v1/sessions.
@@ -90,6 +96,8 @@ func infoOf(s *session.Session) SessionInfo {
 		Hosts:      nonNil(s.Hosts),
 		CreatedAt:  s.CreatedAt.UTC(),
 		ExpiresAt:  s.ExpiresAt.UTC(),
+		Agent:      s.Agent,
+		Project:    s.Project,
 	}
 }
 
@@ -116,7 +124,7 @@ func (s *Server) createSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sess, sec, err := s.cfg.Sessions.Create(session.CreateOptions{Connectors: req.Connectors, TTL: ttl, Snapshot: snap})
+	sess, sec, err := s.cfg.Sessions.Create(session.CreateOptions{Connectors: req.Connectors, TTL: ttl, Snapshot: snap, Agent: req.Agent, Project: req.Project})
 	if err != nil {
 		var uce *session.UnknownConnectorsError
 		if errors.As(err, &uce) {

@@ -261,7 +261,7 @@ func TestEndSessionAndEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := h.reg.Create(session.CreateOptions{Snapshot: snap})
+	s, _, err := h.reg.Create(session.CreateOptions{Snapshot: snap, Agent: "claude", Project: "/src/repo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,8 +272,8 @@ func TestEndSessionAndEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := body(t, resp); !strings.Contains(b, s.ID) || !strings.Contains(b, "<svg") {
-		t.Fatalf("sessions page lacks the full id %s or the timeline", s.ID)
+	if b := body(t, resp); !strings.Contains(b, ">"+s.ID+"<") || !strings.Contains(b, "<svg") || !strings.Contains(b, "claude") || !strings.Contains(b, "/src/repo") {
+		t.Fatalf("sessions page lacks the full id %s, the agent, the project or the timeline", s.ID)
 	}
 	// An open event stream counts as a viewer and names what changed.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -324,5 +324,40 @@ func TestTimelineEscapes(t *testing.T) {
 	svg := string(timeline([]audit.Event{{Time: start.Add(time.Second), Event: audit.EventDenied, Tool: "<script>", Operation: "x"}}, start, start.Add(2*time.Second)))
 	if strings.Contains(svg, "<script>") || !strings.Contains(svg, `class="dot denied"`) {
 		t.Errorf("timeline = %s", svg)
+	}
+}
+
+// TestEventsBaselineIsThePage: a change between rendering a page and
+// opening its event stream is still announced.
+func TestEventsBaselineIsThePage(t *testing.T) {
+	h := newHarness(t)
+	c := h.client(t)
+	h.signIn(t, c)
+	resp, err := c.Get(h.srv.URL + "/ui/approvals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(body(t, resp), `data-state="`)
+	st, _, _ := strings.Cut(rest, `"`)
+	if _, ok := parseState(st); !ok {
+		t.Fatalf("page state %q does not parse", st)
+	}
+	h.hold(t) // after the render, before the stream
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.srv.URL+"/ui/events?state="+url.QueryEscape(st), nil)
+	stream, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	var got strings.Builder
+	buf := make([]byte, 4096)
+	for !strings.Contains(got.String(), "event: approvals") {
+		n, err := stream.Body.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("the stream ended without announcing the held request: %q (%v)", got.String(), err)
+		}
 	}
 }

@@ -2,9 +2,11 @@ package console
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,8 +28,20 @@ func (h *hub) viewers() int64 { return h.n.Load() }
 
 // state is a fingerprint of what each page shows.
 type state struct {
-	approvals, sessions [sha256.Size]byte
-	audit               string
+	approvals, sessions string // hex SHA-256
+	audit               string // size and mtime of the audit log
+}
+
+// String is the form pages carry and ?state= sends back.
+func (s state) String() string { return s.approvals + "." + s.sessions + "." + s.audit }
+
+// parseState reads String's form; ok is false for anything else.
+func parseState(v string) (s state, ok bool) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 || len(parts[0]) != 2*sha256.Size || len(parts[1]) != 2*sha256.Size || len(parts[2]) > 64 {
+		return state{}, false
+	}
+	return state{parts[0], parts[1], parts[2]}, true
 }
 
 func (c *Console) state() state {
@@ -36,14 +50,14 @@ func (c *Console) state() state {
 	for _, p := range c.cfg.Approvals.List(approval.StateAll) {
 		fmt.Fprintf(ah, "%s %s\n", p.ID, p.State)
 	}
-	copy(s.approvals[:], ah.Sum(nil))
+	s.approvals = hex.EncodeToString(ah.Sum(nil))
 	sh := sha256.New()
 	for _, ses := range c.cfg.Sessions.List() {
 		fmt.Fprintln(sh, ses.ID)
 	}
-	copy(s.sessions[:], sh.Sum(nil))
+	s.sessions = hex.EncodeToString(sh.Sum(nil))
 	if fi, err := os.Stat(c.cfg.AuditPath); err == nil {
-		s.audit = fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
+		s.audit = fmt.Sprintf("%d-%d", fi.Size(), fi.ModTime().UnixNano())
 	}
 	return s
 }
@@ -53,6 +67,13 @@ func (c *Console) state() state {
 // its fresh main section. The server checks for changes; the page never
 // polls.
 func (c *Console) events(w http.ResponseWriter, r *http.Request, _ signin) {
+	// The baseline is the state the page was rendered from (?state=), or
+	// now; it is taken before the stream counts as a viewer, so a change
+	// made once HasViewer reports true is always announced.
+	last, ok := parseState(r.URL.Query().Get("state"))
+	if !ok {
+		last = c.state()
+	}
 	rc := http.NewResponseController(w)
 	// The API server's write timeout is for requests, not for a stream.
 	_ = rc.SetWriteDeadline(time.Time{})
@@ -65,7 +86,6 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, _ signin) {
 		return
 	}
 	_ = rc.Flush()
-	last := c.state()
 	tick := time.NewTicker(c.cfg.Tick)
 	defer tick.Stop()
 	idle := time.Now()

@@ -37,6 +37,14 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05") },
 	"unix":  func(t time.Time) int64 { return t.UnixMilli() },
 	"join":  strings.Join,
+	"fields": func(m map[string]string) string {
+		var kv []string
+		for k, v := range m {
+			kv = append(kv, k+"="+v)
+		}
+		slices.Sort(kv)
+		return strings.Join(kv, " ")
+	},
 }).ParseFS(templateFS, "templates/*.html"))
 
 // routes is the console's one route table.
@@ -64,15 +72,18 @@ func (c *Console) routes() *http.ServeMux {
 type view struct {
 	Page string
 	CSRF string
-	Now  time.Time
-	Data any
+	// State is the fingerprint the page was rendered from (see events).
+	State string
+	Now   time.Time
+	Data  any
 }
 
 // page renders template name with data from load. With ?fragment=1 only
 // the page's main section is rendered, for the event stream's refresh.
 func (c *Console) page(name string, load func(*http.Request) any) func(http.ResponseWriter, *http.Request, signin) {
 	return func(w http.ResponseWriter, r *http.Request, s signin) {
-		v := view{Page: name, CSRF: s.csrf, Now: c.cfg.Now(), Data: load(r)}
+		st := c.state() // before loading: a later change is announced
+		v := view{Page: name, CSRF: s.csrf, State: st.String(), Now: c.cfg.Now(), Data: load(r)}
 		tmpl := name
 		if r.URL.Query().Get("fragment") == "1" {
 			tmpl = name + "-main"
@@ -189,6 +200,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, _ signin) {
 // sessionRow is one live session as the Sessions page shows it.
 type sessionRow struct {
 	ID                    string
+	Agent, Project        string
 	Connectors            []string
 	Started, Expires      time.Time
 	Allowed, Denied, Held int
@@ -205,7 +217,7 @@ func (c *Console) sessionsData(*http.Request) any {
 	}
 	var rows []sessionRow
 	for _, s := range c.cfg.Sessions.List() {
-		row := sessionRow{ID: s.ID, Connectors: s.Connectors, Started: s.CreatedAt, Expires: s.ExpiresAt}
+		row := sessionRow{ID: s.ID, Agent: s.Agent, Project: s.Project, Connectors: s.Connectors, Started: s.CreatedAt, Expires: s.ExpiresAt}
 		evs := bySession[s.ID]
 		for _, e := range evs {
 			switch kindOf(e) {

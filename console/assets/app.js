@@ -36,7 +36,9 @@
   }
 
   if (window.EventSource) {
-    var es = new EventSource("/ui/events");
+    // The stream compares against the state the page was rendered from, so
+    // a change between the page load and the stream's start still shows.
+    var es = new EventSource("/ui/events?state=" + encodeURIComponent(document.body.getAttribute("data-state") || ""));
     es.onopen = function () { live.textContent = "live"; live.className = "live on"; };
     es.onerror = function () { live.textContent = "offline"; live.className = "live"; };
     wants.forEach(function (name) { es.addEventListener(name, refresh); });
