@@ -326,6 +326,8 @@ func TestCreateSessionErrors(t *testing.T) {
 	}{
 		{"unknown connector", `{"connectors":["github://acme/nope"]}`, http.StatusBadRequest, CodeUnknownConnector, "github://acme/conn-gh, github://acme/conn-other"},
 		{"bad ttl", `{"ttl":"soon"}`, http.StatusBadRequest, CodeInvalidBody, `"soon"`},
+		{"bad approval surface", `{"approval_surface":"web"}`, http.StatusBadRequest, CodeInvalidBody, `"web"`},
+		{"control character in a label", `{"agent":"a\u001b[2J"}`, http.StatusBadRequest, CodeInvalidBody, "control character"},
 		{"ttl over max", `{"ttl":"30d"}`, http.StatusBadRequest, CodeInvalidBody, "maximum"},
 		{"unknown field", `{"connector":["x"]}`, http.StatusBadRequest, CodeInvalidBody, `"connector"`},
 		{"not json", `{`, http.StatusBadRequest, CodeInvalidBody, "truncated"},

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
@@ -27,6 +28,9 @@ type CreateSessionRequest struct {
 	// agent command and the project directory); optional.
 	Agent   string `json:"agent,omitempty"`
 	Project string `json:"project,omitempty"`
+	// ApprovalSurface is "both" (default), "cli" (the web console shows
+	// but does not decide this session's approvals) or "api".
+	ApprovalSurface string `json:"approval_surface,omitempty"`
 }
 
 // CreatedSession is the 201 response of POST /v1/sessions. It is the only
@@ -55,6 +59,8 @@ type SessionInfo struct {
 	ExpiresAt  time.Time `json:"expires_at"`
 	Agent      string    `json:"agent,omitempty"`
 	Project    string    `json:"project,omitempty"`
+	// ApprovalSurface is "both", "cli" or "api".
+	ApprovalSurface string `json:"approval_surface"`
 }
 
 // SessionList is the response of GET /v1/sessions.
@@ -91,13 +97,14 @@ func ParseTTL(s string) (time.Duration, error) {
 
 func infoOf(s *session.Session) SessionInfo {
 	return SessionInfo{
-		ID:         s.ID,
-		Connectors: nonNil(s.Connectors),
-		Hosts:      nonNil(s.Hosts),
-		CreatedAt:  s.CreatedAt.UTC(),
-		ExpiresAt:  s.ExpiresAt.UTC(),
-		Agent:      s.Agent,
-		Project:    s.Project,
+		ID:              s.ID,
+		Connectors:      nonNil(s.Connectors),
+		Hosts:           nonNil(s.Hosts),
+		CreatedAt:       s.CreatedAt.UTC(),
+		ExpiresAt:       s.ExpiresAt.UTC(),
+		Agent:           s.Agent,
+		Project:         s.Project,
+		ApprovalSurface: approval.Surface(s.ApprovalSurface).String(),
 	}
 }
 
@@ -120,11 +127,16 @@ func (s *Server) createSession(c echo.Context) error {
 	if err != nil {
 		return apiErr(http.StatusBadRequest, CodeInvalidBody, err.Error())
 	}
+	surface, err := approval.ParseSurface(req.ApprovalSurface)
+	if err != nil {
+		return apiErr(http.StatusBadRequest, CodeInvalidBody, err.Error())
+	}
 	snap, err := s.snapshot()
 	if err != nil {
 		return err
 	}
-	sess, sec, err := s.cfg.Sessions.Create(session.CreateOptions{Connectors: req.Connectors, TTL: ttl, Snapshot: snap, Agent: req.Agent, Project: req.Project})
+	sess, sec, err := s.cfg.Sessions.Create(session.CreateOptions{Connectors: req.Connectors, TTL: ttl, Snapshot: snap, Agent: req.Agent, Project: req.Project,
+		ApprovalSurface: surface.String()})
 	if err != nil {
 		var uce *session.UnknownConnectorsError
 		if errors.As(err, &uce) {

@@ -150,13 +150,17 @@ func TestNoCookieNoData(t *testing.T) {
 }
 
 // hold starts a held request and returns its approval id.
-func (h *harness) hold(t *testing.T) string {
+func (h *harness) hold(t *testing.T) string { t.Helper(); return h.holdFor(t, "ses_1") }
+
+// holdFor starts a held request of session and returns its approval id.
+func (h *harness) holdFor(t *testing.T, sessionID string) string {
 	t.Helper()
+	before := len(h.broker.List(approval.StatePending))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go h.broker.Await(ctx, approval.Request{SessionID: "ses_1", ConnectorFQN: "local://t/c", Tool: "t", Operation: "o", Method: "POST", Host: "h:443", Path: "/p"})
+	go h.broker.Await(ctx, approval.Request{SessionID: sessionID, ConnectorFQN: "local://t/c", Tool: "t", Operation: "o", Method: "POST", Host: "h:443", Path: "/p"})
 	for range 200 {
-		if l := h.broker.List(approval.StatePending); len(l) > 0 {
+		if l := h.broker.List(approval.StatePending); len(l) > before {
 			return l[len(l)-1].ID
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -359,5 +363,67 @@ func TestEventsBaselineIsThePage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the stream ended without announcing the held request: %q (%v)", got.String(), err)
 		}
+	}
+}
+
+// decide POSTs a decision form as the signed-in page would.
+func (h *harness) decide(t *testing.T, c *http.Client, csrf, id string, form url.Values) (int, string) {
+	t.Helper()
+	form.Set(CSRFField, csrf)
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/ui/approvals/"+id, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", h.srv.URL)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body(t, resp)
+}
+
+func TestApproveForThisSession(t *testing.T) {
+	h := newHarness(t)
+	c := h.client(t)
+	h.signIn(t, c)
+	csrf := h.csrfOf(t, c)
+	first, second := h.holdFor(t, "ses_1"), h.holdFor(t, "ses_1")
+	if code, b := h.decide(t, c, csrf, first, url.Values{"decision": {"approve"}, "remember": {"session"}}); code != http.StatusSeeOther {
+		t.Fatalf("approve for this session = %d %q", code, b)
+	}
+	for _, p := range h.broker.List(approval.StateDecided) {
+		if (p.ID == first || p.ID == second) && p.Decision != "approved" {
+			t.Errorf("%s = %s, want approved", p.ID, p.Decision)
+		}
+	}
+	if n := len(h.broker.List(approval.StatePending)); n != 0 {
+		t.Errorf("%d requests still pending after approving for the session", n)
+	}
+}
+
+func TestCLISurfaceIsNotDecidedInTheConsole(t *testing.T) {
+	h := newHarness(t)
+	snap, err := policy.Compile(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := h.reg.Create(session.CreateOptions{Snapshot: snap, ApprovalSurface: "cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.client(t)
+	h.signIn(t, c)
+	csrf := h.csrfOf(t, c)
+	id := h.holdFor(t, s.ID)
+	resp, err := c.Get(h.srv.URL + "/ui/approvals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := body(t, resp); !strings.Contains(b, id) || strings.Contains(b, `action="/ui/approvals/`+id+`"`) || !strings.Contains(b, "approvals approve "+id) {
+		t.Errorf("the approvals page offers console buttons for a cli-surface session or omits the command")
+	}
+	if code, b := h.decide(t, c, csrf, id, url.Values{"decision": {"approve"}}); code != http.StatusForbidden || !strings.Contains(b, "aileron-proxy approvals approve") {
+		t.Errorf("deciding a cli-surface approval in the console = %d %q, want 403 naming the command", code, b)
+	}
+	if n := len(h.broker.List(approval.StatePending)); n != 1 {
+		t.Errorf("the refused decision settled the approval (%d pending)", n)
 	}
 }

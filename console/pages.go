@@ -105,6 +105,18 @@ type approvalRow struct {
 	Summary      string
 	PathTemplate string
 	Deadline     time.Time
+	// Surface is the session's approval_surface; with "cli" the console
+	// shows the request without buttons.
+	Surface approval.Surface
+}
+
+// surfaceOf returns the approval_surface of a live session (both when it
+// is gone).
+func (c *Console) surfaceOf(sessionID string) approval.Surface {
+	if s, ok := c.cfg.Sessions.Get(sessionID); ok {
+		return approval.Surface(s.ApprovalSurface)
+	}
+	return approval.SurfaceBoth
 }
 
 type approvalsData struct {
@@ -114,7 +126,7 @@ type approvalsData struct {
 func (c *Console) approvalsData(*http.Request) any {
 	snap := c.snapshot()
 	row := func(p approval.Pending) approvalRow {
-		r := approvalRow{Pending: p, PathTemplate: p.Path, Deadline: p.RequestedAt.Add(c.cfg.Approvals.Timeout())}
+		r := approvalRow{Pending: p, PathTemplate: p.Path, Deadline: p.RequestedAt.Add(c.cfg.Approvals.Timeout()), Surface: c.surfaceOf(p.SessionID)}
 		if op := lookupOperation(snap, p.ConnectorFQN, p.Tool, p.Operation); op != nil {
 			r.Summary = op.Summary
 			if r.Summary == "" {
@@ -179,6 +191,12 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, _ signin) {
 	if err != nil {
 		c.refuse(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	for _, p := range c.cfg.Approvals.List(approval.StatePending) {
+		if p.ID == id && !c.surfaceOf(p.SessionID).IsConsole() {
+			c.refuse(w, http.StatusForbidden, "session "+p.SessionID+"'s approval_surface is \"cli\": decide with `aileron-proxy approvals approve "+id+"` (or deny)")
+			return
+		}
 	}
 	switch err := c.cfg.Approvals.Decide(id, d, rem); {
 	case errors.Is(err, approval.ErrUnknownApproval):

@@ -152,16 +152,17 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 		return nil, Secrets{}, err
 	}
 	s := &Session{
-		ID:         id,
-		Scope:      scope,
-		Connectors: fqns,
-		Hosts:      hosts,
-		CA:         authority,
-		CAPEM:      authority.CertPEM(),
-		CreatedAt:  now,
-		ExpiresAt:  now.Add(ttl),
-		Agent:      opts.Agent,
-		Project:    opts.Project,
+		ID:              id,
+		Scope:           scope,
+		Connectors:      fqns,
+		Hosts:           hosts,
+		CA:              authority,
+		CAPEM:           authority.CertPEM(),
+		CreatedAt:       now,
+		ExpiresAt:       now.Add(ttl),
+		Agent:           opts.Agent,
+		Project:         opts.Project,
+		ApprovalSurface: opts.ApprovalSurface,
 	}
 	e := &entry{sess: s, proxyHash: digest(sec.ProxySecret), apiHash: digest(sec.APIToken)}
 

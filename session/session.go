@@ -81,6 +81,9 @@ type Session struct {
 	// Agent and Project are labels the creator gave (launch: the agent
 	// command and the project directory); empty when none. Not secrets.
 	Agent, Project string
+	// ApprovalSurface is the project's approval_surface ("both", "cli" or
+	// "api"; the API validates it); empty means both.
+	ApprovalSurface string
 }
 
 // IsExpired reports whether the session's lifetime has passed at now.
@@ -146,6 +149,8 @@ type CreateOptions struct {
 	// Agent and Project label the session for people (the web console,
 	// `session list`); each at most MaxLabelBytes of printable text.
 	Agent, Project string
+	// ApprovalSurface is copied to Session.ApprovalSurface.
+	ApprovalSurface string
 }
 
 // MaxLabelBytes bounds CreateOptions.Agent and CreateOptions.Project.
