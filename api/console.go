@@ -16,6 +16,8 @@ type ConsoleHandler interface {
 	http.Handler
 	// NewLoginURL mints a one-time sign-in link.
 	NewLoginURL() (url string, expires time.Time, err error)
+	// HasViewer reports whether a browser has the console open.
+	HasViewer() bool
 }
 
 // ConsoleLogin is the response of POST /v1/console/login.
@@ -51,6 +53,16 @@ func (s *Server) consoleLogin(c echo.Context) error {
 		return apiErr(http.StatusInternalServerError, CodeInternal, "minting a sign-in link failed; see the daemon log").because(err)
 	}
 	return c.JSON(http.StatusOK, ConsoleLogin{URL: u, ExpiresAt: exp.UTC()})
+}
+
+// PendingApprovals calls GET /v1/approvals and returns the whole answer,
+// console_open included.
+func (c *Client) PendingApprovals(ctx context.Context) (*ApprovalList, error) {
+	var out ApprovalList
+	if err := c.do(ctx, http.MethodGet, "/v1/approvals", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ConsoleLogin asks the daemon for a one-time console sign-in link.

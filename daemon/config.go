@@ -19,7 +19,6 @@ import (
 
 	"github.com/tailscale/hujson"
 
-	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/proxy"
 )
 
@@ -63,10 +62,6 @@ type Config struct {
 	// proxy URLs instead of the listen address (e.g. a gateway address that
 	// containers reach).
 	AdvertiseProxyAddr string
-	// OnApprovalRequested, when set, is called each time a request starts
-	// waiting for a person; consoleOpen reports whether a browser has the
-	// web console open. launch uses it to print one line on the terminal.
-	OnApprovalRequested func(p approval.Pending, consoleOpen bool)
 }
 
 // fileConfig is the schema of the JSONC config file; keys use the same words

@@ -121,9 +121,6 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 			log.Warn("approval pending", zap.String("approval_id", p.ID), zap.String("session_id", p.SessionID),
 				zap.String("connector", p.ConnectorFQN), zap.String("operation", p.Tool+" "+p.Operation),
 				zap.String("hint", "aileron-proxy approvals approve "+p.ID))
-			if cfg.OnApprovalRequested != nil {
-				cfg.OnApprovalRequested(p, d.console != nil && d.console.HasViewer())
-			}
 		},
 	})
 	d.sessions = session.NewRegistry(session.RegistryConfig{OnEnd: d.sessionEnded})

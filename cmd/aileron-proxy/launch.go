@@ -132,22 +132,27 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 		return err
 	}
 
-	notify := &approvalNotifier{w: a.stderr, surface: plan.ApprovalSurface}
-	if hasDesktop() {
-		notify.notifySend, _ = exec.LookPath("notify-send")
-	}
-	client, stop, err := a.launchDaemon(ctx, log, notify)
+	client, stop, err := a.launchDaemon(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	info := client.Info()
+	// Held requests of this launch's session are told on the terminal.
+	notify := &approvalNotifier{w: a.stderr, surface: plan.ApprovalSurface, consoleURL: info.APIURL + "/ui/approvals"}
+	if hasDesktop() {
+		notify.notifySend, _ = exec.LookPath("notify-send")
+	}
+	sessions := &sessionRecorder{SessionClient: client}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go notify.watch(watchCtx, client, sessions.ID, approvalPollInterval)
 	code, err := launcher.Launch(ctx, launcher.LaunchConfig{
 		Logger:        log,
 		Runtime:       rt,
 		Plan:          plan,
 		BuildPolicy:   o.build,
-		Sessions:      client,
+		Sessions:      sessions,
 		Daemon:        launcher.DaemonEndpoints{ProxyAddr: info.ProxyAddr, APIURL: info.APIURL},
 		Connectors:    loaded.Active,
 		ConnectorFQNs: o.connectors,
@@ -171,7 +176,7 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 // launchDaemon returns a client for the daemon of a.home. When none runs
 // (no daemon.json, or one naming a daemon that does not answer) it starts
 // one in this process, on loopback only, and stop shuts it down.
-func (a *app) launchDaemon(ctx context.Context, log *zap.Logger, notify *approvalNotifier) (client *api.Client, stop func(), err error) {
+func (a *app) launchDaemon(ctx context.Context, log *zap.Logger) (client *api.Client, stop func(), err error) {
 	path := a.homePath(daemon.DaemonFile)
 	client, err = api.NewClient(path)
 	switch {
@@ -190,7 +195,7 @@ func (a *app) launchDaemon(ctx context.Context, log *zap.Logger, notify *approva
 	case !errors.Is(err, api.ErrNoDaemon):
 		return nil, nil, err
 	}
-	return a.startInProcessDaemon(ctx, log, path, notify)
+	return a.startInProcessDaemon(ctx, log, path)
 }
 
 // startInProcessDaemon runs serve's daemon in this process with the
@@ -198,15 +203,13 @@ func (a *app) launchDaemon(ctx context.Context, log *zap.Logger, notify *approva
 // 127.0.0.1 with free ports: sandboxes reach them only through launch's
 // relays. It publishes daemon.json like serve, so other commands (approvals,
 // audit tail) find it while launch runs. Its log goes to the rotated
-// $AILERON_HOME/logs/daemon.log, not to the agent's terminal; notify prints
-// the held approvals a person must act on.
-func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonFile string, notify *approvalNotifier) (*api.Client, func(), error) {
+// $AILERON_HOME/logs/daemon.log, not to the agent's terminal.
+func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonFile string) (*api.Client, func(), error) {
 	cfg, err := daemon.LoadConfig(a.home, "")
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg.ProxyListen, cfg.APIListen, cfg.AdvertiseProxyAddr = "127.0.0.1:0", "127.0.0.1:0", ""
-	cfg.OnApprovalRequested = notify.held
 	logFile, err := daemon.OpenRotatingFile(a.homePath(daemon.LogFile), 0, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting the daemon in this process: %w", err)
@@ -218,7 +221,6 @@ func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonF
 		closeLog()
 		return nil, nil, fmt.Errorf("starting the daemon in this process: %w", err)
 	}
-	notify.consoleURL = d.APIURL() + "/ui/approvals"
 	// The daemon outlives ctx: the session is ended after a Ctrl-C.
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
