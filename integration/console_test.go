@@ -223,7 +223,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			chromedp.Submit(chromedp.CSS("#filters")), chromedp.WaitVisible(chromedp.CSS("#audit-rows")))
 		loc := get(t, ctx, "reading the location", chromedp.Location())
 		decisions := get(t, ctx, "reading the rows",
-			chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#audit-rows tbody tr.event")).map(r => r.children[7].textContent + "|" + r.querySelector(".operation").textContent)`))
+			chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#audit-rows tbody tr.event")).map(r => r.querySelector(".decision").textContent + "|" + r.querySelector(".operation").textContent)`))
 		if !strings.Contains(loc, "decision=denied") || len(decisions) == 0 {
 			t.Fatalf("audit at %q shows %v, want denied rows", loc, decisions)
 		}
