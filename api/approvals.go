@@ -14,6 +14,9 @@ import (
 // ApprovalList is the response of GET /v1/approvals.
 type ApprovalList struct {
 	Approvals []approval.Pending `json:"approvals"`
+	// ConsoleOpen reports whether a browser has the web console open
+	// (launch then prints no terminal line for a held request).
+	ConsoleOpen bool `json:"console_open"`
 }
 
 // DecideRequest is the body of POST /v1/approvals/{id}.
@@ -42,7 +45,7 @@ func (s *Server) listApprovals(c echo.Context) error {
 		return apiErr(http.StatusBadRequest, CodeInvalidQuery,
 			fmt.Sprintf("state %q is not valid; use pending, decided or all", state))
 	}
-	out := ApprovalList{Approvals: s.cfg.Approvals.List(state)}
+	out := ApprovalList{Approvals: s.cfg.Approvals.List(state), ConsoleOpen: s.cfg.Console != nil && s.cfg.Console.HasViewer()}
 	if out.Approvals == nil {
 		out.Approvals = []approval.Pending{}
 	}

@@ -126,6 +126,9 @@ type Config struct {
 	// Actions returns the runnable installed actions by name; nil means
 	// none (POST /v1/actions/{name}/run answers 404).
 	Actions func() map[string]actions.Installed
+	// Console, when set, is served under /ui/ and mints the sign-in links
+	// of POST /v1/console/login; nil serves no console.
+	Console ConsoleHandler
 	// DialContext dials the proxy; nil means a net.Dialer.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -248,6 +251,10 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/v1/connector-operations/run", authSessionOrBody, s.runOperation},
 		{http.MethodPost, "/v1/actions/:name/run", authSessionOrBody, s.runAction},
 		{http.MethodPost, "/v1/sandbox-proxy/requests", authSession, s.sandboxProxy},
+		{http.MethodPost, "/v1/console/login", authAdmin, s.consoleLogin},
+		{http.MethodGet, "/ui", authNone, s.serveConsole},
+		{http.MethodGet, "/ui/*", authNone, s.serveConsole},
+		{http.MethodPost, "/ui/*", authNone, s.serveConsole},
 	}
 }
 
@@ -369,7 +376,8 @@ func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // guard checks the Host header (DNS-rebinding defence), refuses browser
-// requests (Origin or Referer present) and caps the body size.
+// requests (Origin or Referer present) outside the web console, which
+// checks same-origin itself, and caps the body size.
 func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
@@ -377,7 +385,7 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 			return apiErr(http.StatusForbidden, CodeForbiddenHost,
 				"the Host header names neither a loopback name, an IP address nor a configured API host; call the API by the address in daemon.json")
 		}
-		if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
+		if (r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "") && !isConsolePath(r.URL.Path) {
 			return apiErr(http.StatusForbidden, CodeForbiddenOrigin,
 				"browser requests are refused: the API takes no requests carrying Origin or Referer")
 		}

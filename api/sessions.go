@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
@@ -25,6 +26,13 @@ type CreateSessionRequest struct {
 	// TTL is a Go duration ("8h", "90m") or whole days ("2d"); empty means
 	// the default (8h).
 	TTL string `json:"ttl,omitempty"`
+	// Agent and Project label the session for people (launch sets the
+	// agent command and the project directory); optional.
+	Agent   string `json:"agent,omitempty"`
+	Project string `json:"project,omitempty"`
+	// ApprovalSurface is "both" (default), "cli" (the web console shows
+	// but does not decide this session's approvals) or "api".
+	ApprovalSurface string `json:"approval_surface,omitempty"`
 }
 
 // CreatedSession is the 201 response of POST /v1/sessions. It is the only
@@ -51,6 +59,10 @@ type SessionInfo struct {
 	Hosts      []string  `json:"hosts"`
 	CreatedAt  time.Time `json:"created_at"`
 	ExpiresAt  time.Time `json:"expires_at"`
+	Agent      string    `json:"agent,omitempty"`
+	Project    string    `json:"project,omitempty"`
+	// ApprovalSurface is "both", "cli" or "api".
+	ApprovalSurface string `json:"approval_surface"`
 }
 
 // SessionList is the response of GET /v1/sessions.
@@ -129,11 +141,14 @@ func ttlTooLong(s string) error {
 }
 func infoOf(s *session.Session) SessionInfo {
 	return SessionInfo{
-		ID:         s.ID,
-		Connectors: nonNil(s.Connectors),
-		Hosts:      nonNil(s.Hosts),
-		CreatedAt:  s.CreatedAt.UTC(),
-		ExpiresAt:  s.ExpiresAt.UTC(),
+		ID:              s.ID,
+		Connectors:      nonNil(s.Connectors),
+		Hosts:           nonNil(s.Hosts),
+		CreatedAt:       s.CreatedAt.UTC(),
+		ExpiresAt:       s.ExpiresAt.UTC(),
+		Agent:           s.Agent,
+		Project:         s.Project,
+		ApprovalSurface: approval.Surface(s.ApprovalSurface).String(),
 	}
 }
 
@@ -156,11 +171,16 @@ func (s *Server) createSession(c echo.Context) error {
 	if err != nil {
 		return apiErr(http.StatusBadRequest, CodeInvalidBody, err.Error())
 	}
+	surface, err := approval.ParseSurface(req.ApprovalSurface)
+	if err != nil {
+		return apiErr(http.StatusBadRequest, CodeInvalidBody, err.Error())
+	}
 	snap, err := s.snapshot()
 	if err != nil {
 		return err
 	}
-	sess, sec, err := s.cfg.Sessions.Create(session.CreateOptions{Connectors: req.Connectors, TTL: ttl, Snapshot: snap})
+	sess, sec, err := s.cfg.Sessions.Create(session.CreateOptions{Connectors: req.Connectors, TTL: ttl, Snapshot: snap, Agent: req.Agent, Project: req.Project,
+		ApprovalSurface: surface.String()})
 	if err != nil {
 		var uce *session.UnknownConnectorsError
 		if errors.As(err, &uce) {

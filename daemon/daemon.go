@@ -26,6 +26,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/ca"
+	"github.com/aileron-dev/aileron-proxy/console"
 	"github.com/aileron-dev/aileron-proxy/credentials"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/proxy"
@@ -61,6 +62,7 @@ type Daemon struct {
 	broker   *approval.Broker
 	proxy    *proxy.Server
 	api      *api.Server
+	console  *console.Console
 	apiHTTP  *http.Server
 
 	proxyLn, apiLn net.Listener
@@ -166,6 +168,17 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("configuring the proxy: %w", err)
 	}
+	d.console, err = console.New(console.Config{
+		Logger:    log,
+		Sessions:  d.sessions,
+		Approvals: d.broker,
+		Policy:    d.snapshot.Load,
+		AuditPath: d.audit.Path(),
+		BaseURL:   d.APIURL(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("configuring the web console: %w", err)
+	}
 	d.api, err = api.New(api.Config{
 		Logger:             log,
 		Sessions:           d.sessions,
@@ -180,6 +193,7 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 		Actions:            d.activeActions,
 		Registerer:         reg,
 		Gatherer:           reg,
+		Console:            d.console,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configuring the API: %w", err)
@@ -190,6 +204,12 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 
 // ProxyAddr is the bound proxy address.
 func (d *Daemon) ProxyAddr() string { return d.proxyLn.Addr().String() }
+
+// ConsoleLoginURL mints a one-time sign-in link for the web console.
+func (d *Daemon) ConsoleLoginURL() (string, error) {
+	u, _, err := d.console.NewLoginURL()
+	return u, err
+}
 
 // APIURL is the control API's base URL (no /v1).
 func (d *Daemon) APIURL() string { return "http://" + d.apiLn.Addr().String() }
@@ -225,6 +245,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	d.log.Info("serving", zap.String("proxy_addr", d.ProxyAddr()), zap.String("api_url", d.APIURL()),
 		zap.Int("connectors", len(d.snapshot.Load().Connectors())), zap.String("daemon_file", daemonFile))
+	if u, _, err := d.console.NewLoginURL(); err == nil {
+		// The one line a sign-in code appears in; `aileron-proxy ui` mints more.
+		d.log.Info("web console sign-in (one-time link, valid "+console.CodeTTL.String()+")", zap.String("url", u))
+	}
 
 	var err error
 	select {

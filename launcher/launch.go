@@ -232,7 +232,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%w\nnothing was started", err)
 	}
 
-	req := api.CreateSessionRequest{}
+	req := api.CreateSessionRequest{Agent: path.Base(agent), Project: cfg.Plan.ProjectDir, ApprovalSurface: cfg.Plan.ApprovalSurface.String()}
 	for _, c := range conns {
 		req.Connectors = append(req.Connectors, c.Spec.Connector.FQN)
 	}

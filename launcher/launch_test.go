@@ -426,7 +426,8 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 	}
 
 	// Session: the rendered connectors, ended with the exit status.
-	if len(sessions.created) != 1 || strings.Join(sessions.created[0].Connectors, ",") != "local://test/echo" {
+	if len(sessions.created) != 1 || strings.Join(sessions.created[0].Connectors, ",") != "local://test/echo" ||
+		sessions.created[0].Agent == "" || !filepath.IsAbs(sessions.created[0].Project) {
 		t.Errorf("sessions created = %+v", sessions.created)
 	}
 	if strings.Join(sessions.ended, ";") != launchTestID+" exit=3" {

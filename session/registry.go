@@ -119,6 +119,11 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 	case ttl > MaxTTL:
 		return nil, Secrets{}, &optionsError{fmt.Sprintf("creating a session: ttl %s exceeds the maximum of %s; use a shorter ttl", ttl, MaxTTL)}
 	}
+	for _, l := range [][2]string{{"agent", opts.Agent}, {"project", opts.Project}} {
+		if err := checkLabel(l[0], l[1]); err != nil {
+			return nil, Secrets{}, err
+		}
+	}
 	fqns, err := resolveScope(opts.Snapshot, opts.Connectors)
 	if err != nil {
 		return nil, Secrets{}, err
@@ -147,14 +152,17 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 		return nil, Secrets{}, err
 	}
 	s := &Session{
-		ID:         id,
-		Scope:      scope,
-		Connectors: fqns,
-		Hosts:      hosts,
-		CA:         authority,
-		CAPEM:      authority.CertPEM(),
-		CreatedAt:  now,
-		ExpiresAt:  now.Add(ttl),
+		ID:              id,
+		Scope:           scope,
+		Connectors:      fqns,
+		Hosts:           hosts,
+		CA:              authority,
+		CAPEM:           authority.CertPEM(),
+		CreatedAt:       now,
+		ExpiresAt:       now.Add(ttl),
+		Agent:           opts.Agent,
+		Project:         opts.Project,
+		ApprovalSurface: opts.ApprovalSurface,
 	}
 	e := &entry{sess: s, proxyHash: digest(sec.ProxySecret), apiHash: digest(sec.APIToken)}
 

@@ -476,3 +476,21 @@ func TestEndWithExitCodeReachesOnEnd(t *testing.T) {
 		t.Errorf("second end = %v, want ErrSessionEnded", err)
 	}
 }
+
+func TestCreateLabels(t *testing.T) {
+	r := NewRegistry(RegistryConfig{})
+	snap := snapshot(t, specB)
+	s, _, err := r.Create(CreateOptions{Snapshot: snap, Agent: "claude", Project: "/home/me/repo"})
+	if err != nil || s.Agent != "claude" || s.Project != "/home/me/repo" {
+		t.Fatalf("Create with labels = %+v, %v", s, err)
+	}
+	for _, bad := range []CreateOptions{
+		{Snapshot: snap, Agent: strings.Repeat("a", MaxLabelBytes+1)},
+		{Snapshot: snap, Project: "repo\x1b[2J"},
+		{Snapshot: snap, Agent: "\xff"},
+	} {
+		if _, _, err := r.Create(bad); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("Create(agent %q, project %q) = %v, want ErrInvalidOptions", bad.Agent, bad.Project, err)
+		}
+	}
+}

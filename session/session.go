@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aileron-dev/aileron-proxy/ca"
 	"github.com/aileron-dev/aileron-proxy/policy"
@@ -77,6 +78,12 @@ type Session struct {
 	// CreatedAt and ExpiresAt bound the session's life.
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// Agent and Project are labels the creator gave (launch: the agent
+	// command and the project directory); empty when none. Not secrets.
+	Agent, Project string
+	// ApprovalSurface is the project's approval_surface ("both", "cli" or
+	// "api"; the API validates it); empty means both.
+	ApprovalSurface string
 }
 
 // IsExpired reports whether the session's lifetime has passed at now.
@@ -139,6 +146,27 @@ type CreateOptions struct {
 	TTL time.Duration
 	// Snapshot is the current policy. Required.
 	Snapshot *policy.Snapshot
+	// Agent and Project label the session for people (the web console,
+	// `session list`); each at most MaxLabelBytes of printable text.
+	Agent, Project string
+	// ApprovalSurface is copied to Session.ApprovalSurface.
+	ApprovalSurface string
+}
+
+// MaxLabelBytes bounds CreateOptions.Agent and CreateOptions.Project.
+const MaxLabelBytes = 256
+
+// checkLabel refuses a label that is too long or holds control characters.
+func checkLabel(name, v string) error {
+	if len(v) > MaxLabelBytes {
+		return &optionsError{fmt.Sprintf("creating a session: %s is %d bytes long; use at most %d", name, len(v), MaxLabelBytes)}
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			return &optionsError{fmt.Sprintf("creating a session: %s %q holds a control character or invalid UTF-8; use printable text", name, v)}
+		}
+	}
+	return nil
 }
 
 // newID returns "ses_" + 24 hex characters (96 random bits).

@@ -111,6 +111,7 @@ var helpGoldens = []struct {
 	{file: "serve-help.golden", cmds: [][]string{{"serve"}}},
 	{file: "session-help.golden", cmds: [][]string{{"session"}, {"session", "create"}, {"session", "list"}, {"session", "end"}}},
 	{file: "tools-help.golden", cmds: [][]string{{"tools"}, {"tools", "render"}}},
+	{file: "ui-help.golden", cmds: [][]string{{"ui"}}},
 }
 
 // TestHelpGolden pins the --help of every command (rerun with -update and

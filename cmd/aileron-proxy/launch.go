@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/daemon"
@@ -154,12 +154,21 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 	if err != nil {
 		return err
 	}
+	// Held requests of this launch's session are told on the terminal.
+	notify := &approvalNotifier{w: a.stderr, surface: plan.ApprovalSurface, consoleURL: info.APIURL + "/ui/approvals"}
+	if hasDesktop() {
+		notify.notifySend, _ = exec.LookPath("notify-send")
+	}
+	sessions := &sessionRecorder{SessionClient: client}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go notify.watch(watchCtx, client, sessions.ID, approvalPollInterval)
 	code, err := launcher.Launch(ctx, launcher.LaunchConfig{
 		Logger:        log,
 		Runtime:       rt,
 		Plan:          plan,
 		BuildPolicy:   o.build,
-		Sessions:      client,
+		Sessions:      sessions,
 		Daemon:        launcher.DaemonEndpoints{ProxyAddr: info.ProxyAddr, APIURL: info.APIURL},
 		Connectors:    loaded.Active,
 		ConnectorFQNs: o.connectors,
@@ -211,20 +220,23 @@ func (a *app) launchDaemon(ctx context.Context, log *zap.Logger) (client *api.Cl
 // settings of $AILERON_HOME/config.json, except that both listeners are on
 // 127.0.0.1 with free ports: sandboxes reach them only through launch's
 // relays. It publishes daemon.json like serve, so other commands (approvals,
-// audit tail) find it while launch runs.
+// audit tail) find it while launch runs. Its log goes to the rotated
+// $AILERON_HOME/logs/daemon.log, not to the agent's terminal.
 func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonFile string) (*api.Client, func(), error) {
 	cfg, err := daemon.LoadConfig(a.home, "")
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg.ProxyListen, cfg.APIListen, cfg.AdvertiseProxyAddr = "127.0.0.1:0", "127.0.0.1:0", ""
-	dlog := log.Named("daemon")
-	if !a.verbose {
-		// Approvals waiting for a person are warnings: keep those.
-		dlog = dlog.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+	logFile, err := daemon.OpenRotatingFile(a.homePath(daemon.LogFile), 0, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting the daemon in this process: %w", err)
 	}
+	dlog, stopLog := a.jsonLoggerTo(logFile)
+	closeLog := func() { stopLog(); _ = logFile.Close() }
 	d, err := daemon.New(cfg, dlog)
 	if err != nil {
+		closeLog()
 		return nil, nil, fmt.Errorf("starting the daemon in this process: %w", err)
 	}
 	// The daemon outlives ctx: the session is ended after a Ctrl-C.
@@ -236,11 +248,12 @@ func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonF
 		select {
 		case err := <-done:
 			if err != nil {
-				log.Warn("the in-process daemon stopped with an error", zap.Error(err))
+				log.Warn("the in-process daemon stopped with an error", zap.Error(err), zap.String("log_file", logFile.Path()))
 			}
 		case <-time.After(inProcessStopTimeout):
-			log.Warn("the in-process daemon did not stop in time")
+			log.Warn("the in-process daemon did not stop in time", zap.String("log_file", logFile.Path()))
 		}
+		closeLog()
 	}
 	// Run publishes daemon.json first thing; wait until it names this daemon.
 	deadline := time.NewTimer(inProcessStartTimeout)
@@ -254,7 +267,8 @@ func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonF
 		select {
 		case err := <-done:
 			cancel()
-			return nil, nil, fmt.Errorf("starting the daemon in this process: %w", errors.Join(err, errors.New("it stopped before publishing daemon.json")))
+			closeLog()
+			return nil, nil, fmt.Errorf("starting the daemon in this process: %w (its log: %s)", errors.Join(err, errors.New("it stopped before publishing daemon.json")), logFile.Path())
 		case <-deadline.C:
 			stop()
 			return nil, nil, fmt.Errorf("starting the daemon in this process: %s did not appear within %s", daemonFile, inProcessStartTimeout)
@@ -266,7 +280,11 @@ func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonF
 		stop()
 		return nil, nil, err
 	}
-	log.Info("no daemon was running; started one in this process for the launch", zap.String("api_url", d.APIURL()))
+	fields := []zap.Field{zap.String("api_url", d.APIURL()), zap.String("log_file", logFile.Path())}
+	if u, err := d.ConsoleLoginURL(); err == nil {
+		fields = append(fields, zap.String("console", u))
+	}
+	log.Info("no daemon was running; started one in this process for the launch", fields...)
 	return client, stop, nil
 }
 

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -102,10 +104,10 @@ while IFS= read -r line; do export "$line"; done < "$envfile"
 exec "$entry" "$@"
 `
 
-// TestLaunchStartsDaemonInProcess: with no serve running, launch runs the
-// daemon in-process for its lifetime; the agent reaches its API through
-// the relay, its exit status becomes launch's and is audited.
-func TestLaunchStartsDaemonInProcess(t *testing.T) {
+// useFakeDocker puts fakeDockerScript first on PATH as docker and returns
+// the file it logs its calls to.
+func useFakeDocker(t *testing.T) string {
+	t.Helper()
 	bin := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "docker"), []byte(fakeDockerScript), 0o755); err != nil {
 		t.Fatal(err)
@@ -116,6 +118,14 @@ func TestLaunchStartsDaemonInProcess(t *testing.T) {
 	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"} {
 		t.Setenv(k, "")
 	}
+	return log
+}
+
+// TestLaunchStartsDaemonInProcess: with no serve running, launch runs the
+// daemon in-process for its lifetime; the agent reaches its API through
+// the relay, its exit status becomes launch's and is audited.
+func TestLaunchStartsDaemonInProcess(t *testing.T) {
+	log := useFakeDocker(t)
 	home, project := t.TempDir(), t.TempDir()
 	out := filepath.Join(project, "agent.out")
 	// The agent records what it sees, calls the API through the relay and exits 3.
@@ -139,6 +149,25 @@ curl -sS --noproxy '*' --max-time 10 -o /dev/null -w 'status=%{http_code}\n' "$A
 	}
 	if _, err := os.Stat(filepath.Join(home, daemon.DaemonFile)); !os.IsNotExist(err) {
 		t.Errorf("daemon.json outlived launch (%v)", err)
+	}
+	// The daemon's log goes to a private file named on the terminal, and
+	// none of its request lines reach the agent's terminal.
+	logPath := filepath.Join(home, daemon.LogFile)
+	if fi, err := os.Stat(logPath); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("daemon log %s: %v (mode %v), want a 0600 file", logPath, err, fi)
+	}
+	if raw, _ := os.ReadFile(logPath); !strings.Contains(string(raw), `"api request"`) {
+		t.Errorf("the daemon log lacks the API's request lines:\n%s", raw)
+	}
+	for _, w := range []string{logPath, "/ui/login?code="} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("launch's terminal output does not name %q:\n%s", w, stderr)
+		}
+	}
+	for _, bad := range []string{"api request", "policy loaded", "serving"} {
+		if strings.Contains(stderr, bad) {
+			t.Errorf("a daemon log line (%q) reached the agent's terminal:\n%s", bad, stderr)
+		}
 	}
 	m := regexp.MustCompile(`session  (ses_[0-9a-f]+)`).FindStringSubmatch(stderr)
 	if m == nil {
@@ -170,5 +199,55 @@ curl -sS --noproxy '*' --max-time 10 -o /dev/null -w 'status=%{http_code}\n' "$A
 		if !strings.Contains(string(calls), w) {
 			t.Errorf("docker calls lack %q:\n%s", w, calls)
 		}
+	}
+}
+
+// heldSpec has one operation that needs a person's approval.
+const heldSpec = `{
+  "schema_version": "aileron.connector.v1",
+  "connector": {"fqn": "local://test/held", "version": "1.0.0"},
+  "tools": [{"name": "mail", "operations": [
+    {"name": "send", "method": "POST", "path": "/send", "hosts": ["mail.example.test"], "credential": "bearer", "approval": "required"}
+  ]}]
+}`
+
+// TestLaunchTellsHeldApproval: a request of the agent held for approval
+// is told on launch's terminal, once, with the console link and the
+// command; nobody decides, so the agent gets approval_timeout.
+func TestLaunchTellsHeldApproval(t *testing.T) {
+	useFakeDocker(t)
+	home, project := t.TempDir(), t.TempDir()
+	spec := filepath.Join(t.TempDir(), "held.aileron.connector.v1.json")
+	if err := os.WriteFile(spec, []byte(heldSpec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, daemon.ConfigFile), []byte(`{"approval_timeout": "3s"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"connector", "install", spec}, {"credential", "set", "local://test/held", "--kind", "bearer", "--stdin"}} {
+		if _, stderr, code := runCLI(t, home, "held-token-value\n", nil, args...); code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, stderr)
+		}
+	}
+	out := filepath.Join(project, "agent.out")
+	script := `curl -sS --noproxy '*' --max-time 20 -H "Authorization: Bearer $AILERON_TOKEN" -H 'Content-Type: application/json' \
+  -d '{"connector_fqn":"local://test/held","tool":"mail","operation":"send","args":{}}' "$AILERON_API_URL/connector-operations/run" > "$1" 2>&1`
+	// Not runCLI's bytes.Buffer: the agent's stderr is copied into it with
+	// ReadFrom, which drops what other goroutines write meanwhile.
+	var errOut auditSyncBuffer
+	root := newRootCmd(newApp(strings.NewReader(""), io.Discard, &errOut, func(string) string { return "" }))
+	root.SetArgs([]string{"--home", home, "launch", "--sandbox=docker", "--project", project, "--", "sh", "-c", script, "agent", out})
+	ctx, cancel := context.WithTimeout(t.Context(), runCLITimeout)
+	defer cancel()
+	code := exitStatus(root.ExecuteContext(ctx), &errOut)
+	stderr := errOut.String()
+	got, _ := os.ReadFile(out)
+	if code != 0 || !strings.Contains(string(got), "approval_timeout") {
+		t.Fatalf("launch = exit %d, agent got %q; want the held call to time out\nstderr: %s", code, got, stderr)
+	}
+	lines := regexp.MustCompile(`(?m)^aileron-proxy: mail send is waiting for approval: open http://127\.0\.0\.1:\d+/ui/approvals or run `+
+		"`aileron-proxy approvals approve apr_[0-9a-f]+`").FindAllString(stderr, -1)
+	if len(lines) != 1 {
+		t.Errorf("launch told the held request %d times, want once:\n%s", len(lines), stderr)
 	}
 }

@@ -95,7 +95,10 @@ func (a *app) consoleLogger() *zap.Logger {
 // jsonLogger is the structured logger for serve: JSON lines on stderr,
 // batched (package coalesce) so a request's decision line costs it no
 // system call. stop writes what is pending; call it before returning.
-func (a *app) jsonLogger() (log *zap.Logger, stop func()) {
+func (a *app) jsonLogger() (log *zap.Logger, stop func()) { return a.jsonLoggerTo(a.stderr) }
+
+// jsonLoggerTo is jsonLogger writing to w.
+func (a *app) jsonLoggerTo(w io.Writer) (log *zap.Logger, stop func()) {
 	level := zapcore.InfoLevel
 	if a.verbose {
 		level = zapcore.DebugLevel
@@ -103,7 +106,7 @@ func (a *app) jsonLogger() (log *zap.Logger, stop func()) {
 	enc := zap.NewProductionEncoderConfig()
 	enc.TimeKey = "time"
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
-	out := coalesce.New(a.stderr, 0, 0)
+	out := coalesce.New(w, 0, 0)
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), out, level)
 	return zap.New(core), func() { _ = out.Close() }
 }
@@ -142,6 +145,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newServeCmd(a),
 		newSessionCmd(a),
 		newToolsCmd(a),
+		newUICmd(a),
 	)
 	return root
 }

@@ -21,7 +21,9 @@ reloaded when they change on disk; a bad reload keeps the last good state.
 
 serve writes $AILERON_HOME/daemon.json (0600) with the API URL, the proxy
 address, the admin token and its pid, and removes it on SIGINT/SIGTERM after
-draining in-flight requests.
+draining in-flight requests. The API listener also serves the web console
+under /ui/; serve logs a one-time sign-in link at start and
+` + "`aileron-proxy ui`" + ` prints fresh ones (docs/console.md).
 
 Settings come from the config file ($AILERON_HOME/config.json when it
 exists, or --config), then from flags, which win. The file is JSON with

@@ -1,0 +1,339 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/aileron-dev/aileron-proxy/approval"
+	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/policy"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// historyShown is how many decided approvals the Approvals page lists.
+const historyShown = 50
+
+// auditShown is how many audit events the Audit page lists.
+const auditShown = 200
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"ago":   func(t time.Time, now time.Time) string { return now.Sub(t).Round(time.Second).String() },
+	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05") },
+	"unix":  func(t time.Time) int64 { return t.UnixMilli() },
+	"join":  strings.Join,
+	"fields": func(m map[string]string) string {
+		var kv []string
+		for k, v := range m {
+			kv = append(kv, k+"="+v)
+		}
+		slices.Sort(kv)
+		return strings.Join(kv, " ")
+	},
+}).ParseFS(templateFS, "templates/*.html"))
+
+// routes is the console's one route table.
+func (c *Console) routes() *http.ServeMux {
+	m := http.NewServeMux()
+	assets, _ := fs.Sub(assetFS, "assets")
+	files := http.StripPrefix("/ui/assets/", http.FileServerFS(assets))
+	m.HandleFunc("GET /ui/login", c.login)
+	m.HandleFunc("GET /ui/assets/", c.guard(func(w http.ResponseWriter, r *http.Request, _ signin) { files.ServeHTTP(w, r) }))
+	m.HandleFunc("GET /ui/{$}", c.guard(func(w http.ResponseWriter, r *http.Request, _ signin) {
+		http.Redirect(w, r, "/ui/approvals", http.StatusSeeOther)
+	}))
+	m.HandleFunc("GET /ui/approvals", c.guard(c.page("approvals", c.approvalsData)))
+	m.HandleFunc("GET /ui/sessions", c.guard(c.page("sessions", c.sessionsData)))
+	m.HandleFunc("GET /ui/audit", c.guard(c.page("audit", c.auditData)))
+	m.HandleFunc("GET /ui/events", c.guard(c.events))
+	m.HandleFunc("POST /ui/approvals/{id}", c.guard(c.decide))
+	m.HandleFunc("POST /ui/sessions/{id}/end", c.guard(c.endSession))
+	m.HandleFunc("POST /ui/logout", c.guard(c.logout))
+	m.HandleFunc("/ui/", c.guard(func(w http.ResponseWriter, r *http.Request, _ signin) { http.NotFound(w, r) }))
+	return m
+}
+
+// view is what every page template gets.
+type view struct {
+	Page string
+	CSRF string
+	// State is the fingerprint the page was rendered from (see events).
+	State string
+	Now   time.Time
+	Data  any
+}
+
+// page renders template name with data from load. With ?fragment=1 only
+// the page's main section is rendered, for the event stream's refresh.
+func (c *Console) page(name string, load func(*http.Request) any) func(http.ResponseWriter, *http.Request, signin) {
+	return func(w http.ResponseWriter, r *http.Request, s signin) {
+		st := c.state() // before loading: a later change is announced
+		v := view{Page: name, CSRF: s.csrf, State: st.String(), Now: c.cfg.Now(), Data: load(r)}
+		tmpl := name
+		if r.URL.Query().Get("fragment") == "1" {
+			tmpl = name + "-main"
+		}
+		var buf bytes.Buffer
+		if err := pages.ExecuteTemplate(&buf, tmpl, v); err != nil {
+			c.log.Error("rendering a console page", zap.String("page", name), zap.Error(err))
+			c.refuse(w, http.StatusInternalServerError, "rendering the page failed; see the daemon log")
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(buf.Bytes())
+	}
+}
+
+// approvalRow is one approval as the page shows it.
+type approvalRow struct {
+	approval.Pending
+	Summary      string
+	PathTemplate string
+	Deadline     time.Time
+	// Surface is the session's approval_surface; with "cli" the console
+	// shows the request without buttons.
+	Surface approval.Surface
+}
+
+// surfaceOf returns the approval_surface of a live session (both when it
+// is gone).
+func (c *Console) surfaceOf(sessionID string) approval.Surface {
+	if s, ok := c.cfg.Sessions.Get(sessionID); ok {
+		return approval.Surface(s.ApprovalSurface)
+	}
+	return approval.SurfaceBoth
+}
+
+type approvalsData struct {
+	Pending, History []approvalRow
+}
+
+func (c *Console) approvalsData(*http.Request) any {
+	snap := c.snapshot()
+	row := func(p approval.Pending) approvalRow {
+		r := approvalRow{Pending: p, PathTemplate: p.Path, Deadline: p.RequestedAt.Add(c.cfg.Approvals.Timeout()), Surface: c.surfaceOf(p.SessionID)}
+		if op := lookupOperation(snap, p.ConnectorFQN, p.Tool, p.Operation); op != nil {
+			r.Summary = op.Summary
+			if r.Summary == "" {
+				r.Summary = op.Description
+			}
+			r.PathTemplate = op.Path
+		}
+		return r
+	}
+	var d approvalsData
+	for _, p := range c.cfg.Approvals.List(approval.StatePending) {
+		d.Pending = append(d.Pending, row(p))
+	}
+	hist := c.cfg.Approvals.List(approval.StateDecided)
+	slices.Reverse(hist)
+	for i, p := range hist {
+		if i == historyShown {
+			break
+		}
+		d.History = append(d.History, row(p))
+	}
+	return d
+}
+
+func (c *Console) snapshot() *policy.Snapshot {
+	if c.cfg.Policy == nil {
+		return nil
+	}
+	return c.cfg.Policy()
+}
+
+// lookupOperation finds an operation in snap; nil when it is not there.
+func lookupOperation(snap *policy.Snapshot, fqn, tool, op string) *policy.Operation {
+	conn, ok := snap.Connector(fqn)
+	if !ok || conn.Spec == nil {
+		return nil
+	}
+	for i := range conn.Spec.Tools {
+		t := &conn.Spec.Tools[i]
+		if t.Name != tool {
+			continue
+		}
+		for j := range t.Operations {
+			if t.Operations[j].Name == op {
+				return &t.Operations[j]
+			}
+		}
+	}
+	return nil
+}
+
+// decide is POST /ui/approvals/{id} with decision=approve|deny and
+// remember=once|session.
+func (c *Console) decide(w http.ResponseWriter, r *http.Request, _ signin) {
+	id := r.PathValue("id")
+	d, err := approval.ParseDecision(r.PostFormValue("decision"))
+	if err != nil {
+		c.refuse(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	rem, err := approval.ParseRemember(r.PostFormValue("remember"))
+	if err != nil {
+		c.refuse(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	for _, p := range c.cfg.Approvals.List(approval.StatePending) {
+		if p.ID == id && !c.surfaceOf(p.SessionID).IsConsole() {
+			c.refuse(w, http.StatusForbidden, "session "+p.SessionID+"'s approval_surface is \"cli\": decide with `aileron-proxy approvals approve "+id+"` (or deny)")
+			return
+		}
+	}
+	switch err := c.cfg.Approvals.Decide(id, d, rem); {
+	case errors.Is(err, approval.ErrUnknownApproval):
+		c.refuse(w, http.StatusNotFound, "no approval "+strconv.Quote(id)+"; it may have been decided elsewhere")
+		return
+	case errors.Is(err, approval.ErrAlreadyDecided):
+		c.refuse(w, http.StatusConflict, "approval "+strconv.Quote(id)+" was already decided or timed out")
+		return
+	case err != nil:
+		c.log.Error("deciding an approval", zap.String("approval_id", id), zap.Error(err))
+		c.refuse(w, http.StatusInternalServerError, "deciding the approval failed; see the daemon log")
+		return
+	}
+	c.log.Info("approval decided", zap.String("approval_id", id), zap.String("decision", d.String()),
+		zap.String("remember", rem.String()), zap.String("surface", "console"))
+	http.Redirect(w, r, "/ui/approvals", http.StatusSeeOther)
+}
+
+// sessionRow is one live session as the Sessions page shows it.
+type sessionRow struct {
+	ID                    string
+	Agent, Project        string
+	Connectors            []string
+	Started, Expires      time.Time
+	Allowed, Denied, Held int
+	Timeline              template.HTML
+}
+
+func (c *Console) sessionsData(*http.Request) any {
+	events := c.readAudit(audit.TailOptions{})
+	bySession := map[string][]audit.Event{}
+	for _, e := range events {
+		if e.SessionID != "" {
+			bySession[e.SessionID] = append(bySession[e.SessionID], e)
+		}
+	}
+	var rows []sessionRow
+	for _, s := range c.cfg.Sessions.List() {
+		row := sessionRow{ID: s.ID, Agent: s.Agent, Project: s.Project, Connectors: s.Connectors, Started: s.CreatedAt, Expires: s.ExpiresAt}
+		evs := bySession[s.ID]
+		for _, e := range evs {
+			switch kindOf(e) {
+			case markAllowed:
+				row.Allowed++
+			case markDenied:
+				row.Denied++
+			case markHeld:
+				row.Held++
+			}
+		}
+		row.Timeline = timeline(evs, s.CreatedAt, c.cfg.Now())
+		rows = append(rows, row)
+	}
+	slices.SortFunc(rows, func(a, b sessionRow) int { return b.Started.Compare(a.Started) })
+	return rows
+}
+
+// endSession is POST /ui/sessions/{id}/end.
+func (c *Console) endSession(w http.ResponseWriter, r *http.Request, _ signin) {
+	id := r.PathValue("id")
+	if _, ok := c.cfg.Sessions.Get(id); !ok {
+		c.refuse(w, http.StatusNotFound, "no live session "+strconv.Quote(id))
+		return
+	}
+	if err := c.cfg.Sessions.End(id); err != nil {
+		c.refuse(w, http.StatusConflict, "session "+strconv.Quote(id)+" could not be ended: it has already ended or expired")
+		return
+	}
+	c.log.Info("session ended from the console", zap.String("session_id", id))
+	http.Redirect(w, r, "/ui/sessions", http.StatusSeeOther)
+}
+
+// auditFilter is the Audit page's query.
+type auditFilter struct {
+	Session, Decision, Connector, Status string
+}
+
+func (f auditFilter) matches(e audit.Event) bool {
+	return (f.Session == "" || e.SessionID == f.Session) &&
+		(f.Decision == "" || e.Decision == f.Decision) &&
+		(f.Connector == "" || e.ConnectorFQN == f.Connector) &&
+		(f.Status == "" || strconv.Itoa(e.Status) == f.Status)
+}
+
+type auditData struct {
+	Filter                          auditFilter
+	Events                          []audit.Event
+	Sessions, Decisions, Connectors []string
+	Timeline                        template.HTML
+}
+
+func (c *Console) auditData(r *http.Request) any {
+	q := r.URL.Query()
+	f := auditFilter{Session: q.Get("session"), Decision: q.Get("decision"), Connector: q.Get("connector"), Status: q.Get("status")}
+	all := c.readAudit(audit.TailOptions{})
+	d := auditData{Filter: f}
+	seen := map[string]bool{}
+	add := func(list *[]string, prefix, v string) {
+		if v != "" && !seen[prefix+v] {
+			seen[prefix+v] = true
+			*list = append(*list, v)
+		}
+	}
+	var sessionEvents []audit.Event
+	for _, e := range all {
+		add(&d.Sessions, "s:", e.SessionID)
+		add(&d.Decisions, "d:", e.Decision)
+		add(&d.Connectors, "c:", e.ConnectorFQN)
+		if f.matches(e) {
+			d.Events = append(d.Events, e)
+		}
+		if f.Session != "" && e.SessionID == f.Session {
+			sessionEvents = append(sessionEvents, e)
+		}
+	}
+	for _, l := range [][]string{d.Sessions, d.Decisions, d.Connectors} {
+		slices.Sort(l)
+	}
+	if len(sessionEvents) > 0 {
+		d.Timeline = timeline(sessionEvents, sessionEvents[0].Time, c.cfg.Now())
+	}
+	if over := len(d.Events) - auditShown; over > 0 {
+		d.Events = d.Events[over:]
+	}
+	slices.Reverse(d.Events)
+	return d
+}
+
+// readAudit returns the audit log's events (none when it cannot be read).
+func (c *Console) readAudit(opts audit.TailOptions) []audit.Event {
+	var out []audit.Event
+	err := audit.Tail(context.Background(), c.cfg.AuditPath, opts, func(e audit.Event) error {
+		out = append(out, e)
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		c.log.Warn("reading the audit log for the console", zap.Error(err))
+	}
+	return out
+}
