@@ -235,7 +235,14 @@ func TestLaunchTellsHeldApproval(t *testing.T) {
 	// Not runCLI's bytes.Buffer: the agent's stderr is copied into it with
 	// ReadFrom, which drops what other goroutines write meanwhile.
 	var errOut auditSyncBuffer
-	root := newRootCmd(newApp(strings.NewReader(""), io.Discard, &errOut, func(string) string { return "" }))
+	guard := staticELF(t)
+	getenv := func(k string) string {
+		if k == launcher.EnvGuardBinary {
+			return guard
+		}
+		return ""
+	}
+	root := newRootCmd(newApp(strings.NewReader(""), io.Discard, &errOut, getenv))
 	root.SetArgs([]string{"--home", home, "launch", "--sandbox=docker", "--project", project, "--", "sh", "-c", script, "agent", out})
 	ctx, cancel := context.WithTimeout(t.Context(), runCLITimeout)
 	defer cancel()
