@@ -125,7 +125,7 @@ func TestEventCarriesNoPayload(t *testing.T) {
 		"credential_kind": "string", "bytes_in": "int64", "bytes_out": "int64", "duration_ms": "int64",
 		"source": "string", "fields": "map[string]string", "exit_code": "*int",
 		"websocket": "*audit.WebSocketStats",
-		"action": "string",
+		"action":    "string",
 	}
 	typ := reflect.TypeFor[Event]()
 	if typ.NumField() != len(want) {
