@@ -68,6 +68,13 @@ type DevContainer struct {
 	// UpdateRemoteUserUID is "updateRemoteUserUID"; nil when absent (which
 	// means true, as in the devcontainer CLI on Linux).
 	UpdateRemoteUserUID *bool
+	// RunArgs are the accepted "runArgs", each as --flag or --flag=value
+	// (see AllowedRunArgs); nil when none.
+	RunArgs []string
+	// Refused lists the settings the sandbox refuses (privileged, capAdd,
+	// runArgs off the allow-list, ...), each naming its key and why. A
+	// plan carrying them is shown but never run.
+	Refused []ConfigProblem
 	// Ignored lists top-level and build keys that are valid devcontainer
 	// settings but that aileron-proxy does not apply (features, mounts, ...),
 	// sorted, for warnings.
@@ -98,11 +105,12 @@ type AileronSettings struct {
 // ConfigProblem is one error in a devcontainer.json, located in the file.
 type ConfigProblem struct {
 	// Line and Column are 1-based; zero when the problem has no location.
-	Line, Column int
+	Line   int `json:"line,omitempty"`
+	Column int `json:"column,omitempty"`
 	// Key is the dotted key path, e.g. "customizations.aileron.mediation".
-	Key string
+	Key string `json:"key"`
 	// Message says what is wrong and what to write instead.
-	Message string
+	Message string `json:"message"`
 }
 
 // ConfigError lists every problem found in one devcontainer.json.
@@ -133,11 +141,10 @@ func (e *ConfigError) Error() string {
 // but not applied by aileron-proxy; it produces a warning, not an error.
 func isIgnoredTopLevel(name string) bool {
 	switch name {
-	case "features", "mounts", "runArgs", "remoteEnv",
+	case "features", "mounts", "remoteEnv",
 		"postCreateCommand", "postStartCommand", "postAttachCommand", "onCreateCommand",
 		"updateContentCommand", "initializeCommand", "workspaceFolder", "workspaceMount",
-		"dockerComposeFile", "service", "forwardPorts", "appPort", "capAdd", "securityOpt",
-		"privileged", "init", "overrideCommand", "shutdownAction",
+		"service", "overrideCommand", "shutdownAction",
 		"userEnvProbe", "hostRequirements", "portsAttributes", "otherPortsAttributes", "waitFor",
 		"overrideFeatureInstallOrder":
 		return true
@@ -326,7 +333,7 @@ func (p *dcParser) parse(root *hujson.Value) {
 			b := lit.Kind() == 't'
 			p.dc.UpdateRemoteUserUID = &b
 		default:
-			if isIgnoredTopLevel(m.name) {
+			if !p.parseRefusable(m) && isIgnoredTopLevel(m.name) {
 				p.dc.Ignored = append(p.dc.Ignored, m.name)
 			}
 		}

@@ -76,6 +76,9 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 		user += ", uid/gid remapped to the project owner's (updateRemoteUserUID)"
 	}
 	row("user", user)
+	if len(p.RunArgs) > 0 {
+		row("run args", strings.Join(p.RunArgs, " "))
+	}
 	row("mediation", p.Mediation.String())
 	row("approval surface", p.ApprovalSurface.String())
 	row("egress guard", GuardSummary(nil))
@@ -84,6 +87,9 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 		row("runtime", rt.Kind+" ("+rt.Selection+")")
 	} else {
 		row("runtime", "none usable ("+rt.Selection+")")
+	}
+	for _, r := range p.Refused {
+		row("refused", fmt.Sprintf("%s (line %d): %s", r.Key, r.Line, strings.TrimPrefix(r.Message, "refused: ")))
 	}
 	for _, warn := range p.Warnings {
 		row("warning", warn)

@@ -131,6 +131,9 @@ func (cfg *LaunchConfig) validate() error {
 	if cfg.Plan.Tier == TierUnset {
 		return errors.New("launching: the plan has no tier (use NewPlan)")
 	}
+	if err := cfg.Plan.Refusal(); err != nil {
+		return err
+	}
 	if len(cfg.Agent) == 0 || strings.TrimSpace(cfg.Agent[0]) == "" {
 		return errors.New("launching: no agent command given (pass it after --, e.g. `aileron-proxy launch -- claude`)")
 	}
@@ -326,6 +329,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		Env:             env,
 		Mounts:          files.mounts(plan.ProjectDir, rendered),
 		Labels:          labels,
+		ExtraArgs:       plan.RunArgs,
 		Interactive:     true,
 		TTY:             cfg.TTY,
 		Stdin:           cfg.Stdin,

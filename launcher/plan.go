@@ -92,6 +92,12 @@ type Plan struct {
 	// with defaults applied.
 	Mediation       Mediation       `json:"mediation"`
 	ApprovalSurface ApprovalSurface `json:"approval_surface"`
+	// RunArgs are the devcontainer's accepted runArgs (and "init"),
+	// appended to the agent's run; nil when none.
+	RunArgs []string `json:"run_args,omitempty"`
+	// Refused are the devcontainer settings the sandbox refuses; a plan
+	// with any is shown by `sandbox plan` but Refusal stops everything else.
+	Refused []ConfigProblem `json:"refused,omitempty"`
 	// Warnings are survivable oddities (ignored keys, a stale FROM), sorted.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -174,6 +180,7 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 	}
 	p.DevContainer = dcPath
 	p.ContainerEnv = dc.ContainerEnv
+	p.RunArgs, p.Refused = dc.RunArgs, dc.Refused
 	p.User = dc.RemoteUser
 	if p.User == "" {
 		p.User = dc.ContainerUser

@@ -72,6 +72,9 @@ func Prepare(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) (Pre
 	if p.Tier == TierUnset {
 		return res, errors.New("preparing the sandbox image: the plan has no tier (use NewPlan)")
 	}
+	if err := p.Refusal(); err != nil {
+		return res, err
+	}
 	if p.Build == nil {
 		exists, err := imagePresent(ctx, rt, p.Image, opts.Policy, " locally and --sandbox-build=never forbids pulling (pull or load it, or use --sandbox-build=auto)")
 		if err != nil || exists {

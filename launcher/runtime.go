@@ -159,6 +159,9 @@ type RunRequest struct {
 	// PidsLimit caps the container's processes and threads; zero means
 	// the runtime's default.
 	PidsLimit int
+	// ExtraArgs are appended to the run flags (the devcontainer's
+	// allow-listed runArgs, see AllowedRunArgs).
+	ExtraArgs []string
 	// Stdin, Stdout and Stderr connect to the container; nil discards.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -532,6 +535,7 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 	if req.TTY {
 		args = append(args, "--tty")
 	}
+	args = append(args, req.ExtraArgs...)
 	args = append(args, req.Image)
 	args = append(args, req.Cmd...)
 	return args, envFile, nil

@@ -123,6 +123,9 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := plan.Refusal(); err != nil {
+		return err
+	}
 	for _, w := range plan.Warnings {
 		log.Warn(w)
 	}

@@ -100,6 +100,8 @@ func newSandboxPlanCmd(a *app) *cobra.Command {
 		Short: "Show how the sandbox image would be composed",
 		Long: `Print the normalized sandbox plan: tier, image, Dockerfile, build context, base image,
 devcontainer settings and the container runtime that would be used. Nothing is built.
+Settings the sandbox refuses (privileged, capAdd, runArgs off the allow-list, ...) are listed
+with their reason, and the command then exits 1: launch, build and check refuse the same plan.
 With --runtime auto (the default) this runs ` + "`docker info`" + ` to see whether Docker answers.`,
 		Example: `  aileron-proxy sandbox plan
   aileron-proxy sandbox plan --json --runtime podman`,
@@ -125,9 +127,15 @@ With --runtime auto (the default) this runs ` + "`docker info`" + ` to see wheth
 			info = launcher.RuntimeInfo{Kind: rt.Kind().String(), Selection: rt.Selection()}
 		}
 		if asJSON {
-			return launcher.WritePlanJSON(a.stdout, plan, info)
+			err = launcher.WritePlanJSON(a.stdout, plan, info)
+		} else {
+			err = launcher.WritePlanText(a.stdout, plan, info)
 		}
-		return launcher.WritePlanText(a.stdout, plan, info)
+		if err != nil {
+			return err
+		}
+		// The plan is shown in full; a refused setting still fails the command.
+		return plan.Refusal()
 	}
 	return cmd
 }
