@@ -59,6 +59,9 @@ type DevContainer struct {
 	// ContainerEnv is "containerEnv", applied to the sandbox at launch; nil
 	// when absent.
 	ContainerEnv map[string]string
+	// RemoteEnv is "remoteEnv", applied after ContainerEnv (values may use
+	// ${containerEnv:VAR}); a null value is dropped. Nil when absent.
+	RemoteEnv map[string]string
 	// Aileron is "customizations.aileron"; zero when absent.
 	Aileron AileronSettings
 	// RemoteUser and ContainerUser are "remoteUser" and "containerUser":
@@ -141,7 +144,7 @@ func (e *ConfigError) Error() string {
 // but not applied by aileron-proxy; it produces a warning, not an error.
 func isIgnoredTopLevel(name string) bool {
 	switch name {
-	case "features", "mounts", "remoteEnv",
+	case "features", "mounts",
 		"postCreateCommand", "postStartCommand", "postAttachCommand", "onCreateCommand",
 		"updateContentCommand", "initializeCommand", "workspaceFolder", "workspaceMount",
 		"service", "overrideCommand", "shutdownAction",
@@ -318,6 +321,8 @@ func (p *dcParser) parse(root *hujson.Value) {
 			}
 		case "containerEnv":
 			p.dc.ContainerEnv = p.stringMap(m.value, "containerEnv")
+		case "remoteEnv":
+			p.dc.RemoteEnv = p.stringMap(dropNulls(m.value), "remoteEnv")
 		case "customizations":
 			p.parseCustomizations(m.value)
 		case "remoteUser":

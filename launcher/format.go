@@ -68,6 +68,9 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 	if len(p.ContainerEnv) > 0 {
 		row("container env", strings.Join(sortedKeys(p.ContainerEnv), " "))
 	}
+	if len(p.RemoteEnv) > 0 {
+		row("remote env", strings.Join(sortedKeys(p.RemoteEnv), " "))
+	}
 	user := "(the image's USER)"
 	if p.User != "" {
 		user = p.User

@@ -104,6 +104,10 @@ type LaunchConfig struct {
 	// GuardBinary is the host path of a static aileron-proxy (see
 	// GuardHelper) that the egress guard's holder runs; required.
 	GuardBinary string
+	// LocalEnv resolves ${localEnv:VAR} in containerEnv and remoteEnv: the
+	// environment of the process that asked for the launch; nil means
+	// os.LookupEnv.
+	LocalEnv func(string) (string, bool)
 	// CleanupTimeout bounds each teardown step (removing the container,
 	// the network, ending the session); zero means DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
@@ -297,13 +301,18 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	containerEnv, remoteEnv, err := resolveSandboxEnv(ctx, l.rt, plan, user, cfg.LocalEnv)
+	if err != nil {
+		return 0, err
+	}
 	env, warnings, err := SandboxEnv(SandboxEnvInput{
 		Session:      sess,
 		ProxyAddr:    proxyRelay.Addr(),
 		APIURL:       cfg.Daemon.APIURL,
 		APIAddr:      apiRelay.Addr(),
 		HostAlias:    l.rt.HostAlias(),
-		ContainerEnv: plan.ContainerEnv,
+		ContainerEnv: containerEnv,
+		RemoteEnv:    remoteEnv,
 	})
 	if err != nil {
 		return 0, err

@@ -62,6 +62,9 @@ const DevContainerPath = ".devcontainer/devcontainer.json"
 type PlanOptions struct {
 	// BaseVersion is the sandbox-base tag; empty means BaseVersion.
 	BaseVersion string
+	// LocalEnv resolves ${localEnv:VAR} in build.args; nil means
+	// os.LookupEnv (the environment of the launching process).
+	LocalEnv func(string) (string, bool)
 }
 
 // Plan is the normalized composition of one project's sandbox: which image
@@ -80,8 +83,13 @@ type Plan struct {
 	Build *BuildSpec `json:"build,omitempty"`
 	// DevContainer is the absolute path of devcontainer.json; empty in Tier 0.
 	DevContainer string `json:"devcontainer,omitempty"`
-	// ContainerEnv is the devcontainer's containerEnv; nil when none.
+	// ContainerEnv and RemoteEnv are the devcontainer's containerEnv and
+	// remoteEnv as written (variables unresolved: ResolveEnv resolves them
+	// at launch); nil when none.
 	ContainerEnv map[string]string `json:"container_env,omitempty"`
+	RemoteEnv    map[string]string `json:"remote_env,omitempty"`
+	// DevContainerID is ${devcontainerId}; empty in Tier 0.
+	DevContainerID string `json:"devcontainer_id,omitempty"`
 	// User is the image user the agent runs as (devcontainer remoteUser,
 	// else containerUser); empty means the image's USER.
 	User string `json:"user,omitempty"`
@@ -179,7 +187,11 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 		return nil, err
 	}
 	p.DevContainer = dcPath
-	p.ContainerEnv = dc.ContainerEnv
+	p.ContainerEnv, p.RemoteEnv = dc.ContainerEnv, dc.RemoteEnv
+	p.DevContainerID = DevContainerID(abs, dcPath)
+	if dc.Build != nil {
+		dc.Build.Args = substituteMap(dc.Build.Args, p.Vars(opts.LocalEnv, nil))
+	}
 	p.RunArgs, p.Refused = dc.RunArgs, dc.Refused
 	p.User = dc.RemoteUser
 	if p.User == "" {

@@ -119,7 +119,7 @@ type launchOptions struct {
 func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 	log := a.consoleLogger()
 	defer log.Sync() //nolint:errcheck
-	plan, err := launcher.NewPlan(o.project, launcher.PlanOptions{})
+	plan, err := launcher.NewPlan(o.project, launcher.PlanOptions{LocalEnv: a.lookupEnv})
 	if err != nil {
 		return err
 	}
@@ -184,6 +184,7 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 		TTY:           isTerminal(a.stdin),
 		AuditLog:      a.homePath(daemon.AuditFile),
 		GuardBinary:   guardBin,
+		LocalEnv:      a.lookupEnv,
 	})
 	if err != nil {
 		return err
@@ -295,4 +296,11 @@ func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonF
 func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// lookupEnv resolves devcontainer ${localEnv:VAR} from this process's
+// environment; an empty value counts as unset, as in the devcontainer CLI.
+func (a *app) lookupEnv(name string) (string, bool) {
+	v := a.getenv(name)
+	return v, v != ""
 }
