@@ -62,6 +62,11 @@ type DevContainer struct {
 	// RemoteEnv is "remoteEnv", applied after ContainerEnv (values may use
 	// ${containerEnv:VAR}); a null value is dropped. Nil when absent.
 	RemoteEnv map[string]string
+	// Mounts is "mounts"; WorkspaceMount is "workspaceMount" (nil when
+	// absent) and WorkspaceFolder "workspaceFolder". Variables unresolved.
+	Mounts          []DevContainerMount
+	WorkspaceMount  *DevContainerMount
+	WorkspaceFolder string
 	// Aileron is "customizations.aileron"; zero when absent.
 	Aileron AileronSettings
 	// RemoteUser and ContainerUser are "remoteUser" and "containerUser":
@@ -144,9 +149,9 @@ func (e *ConfigError) Error() string {
 // but not applied by aileron-proxy; it produces a warning, not an error.
 func isIgnoredTopLevel(name string) bool {
 	switch name {
-	case "features", "mounts",
+	case "features",
 		"postCreateCommand", "postStartCommand", "postAttachCommand", "onCreateCommand",
-		"updateContentCommand", "initializeCommand", "workspaceFolder", "workspaceMount",
+		"updateContentCommand", "initializeCommand",
 		"service", "overrideCommand", "shutdownAction",
 		"userEnvProbe", "hostRequirements", "portsAttributes", "otherPortsAttributes", "waitFor",
 		"overrideFeatureInstallOrder":
@@ -321,6 +326,14 @@ func (p *dcParser) parse(root *hujson.Value) {
 			}
 		case "containerEnv":
 			p.dc.ContainerEnv = p.stringMap(m.value, "containerEnv")
+		case "mounts":
+			p.dc.Mounts = p.parseMounts(m.value)
+		case "workspaceMount":
+			if wm, ok := p.parseMount(m.value, "workspaceMount"); ok {
+				p.dc.WorkspaceMount = &wm
+			}
+		case "workspaceFolder":
+			p.dc.WorkspaceFolder, _ = p.str(m.value, "workspaceFolder", false)
 		case "remoteEnv":
 			p.dc.RemoteEnv = p.stringMap(dropNulls(m.value), "remoteEnv")
 		case "customizations":

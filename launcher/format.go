@@ -79,6 +79,12 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 		user += ", uid/gid remapped to the project owner's (updateRemoteUserUID)"
 	}
 	row("user", user)
+	if p.Workspace != (Mount{Source: p.ProjectDir, Target: WorkspacePath}) || p.WorkspaceFolder != WorkspacePath {
+		row("workspace", formatMount(p.Workspace)+", working directory "+p.WorkspaceFolder)
+	}
+	for _, m := range p.Mounts {
+		row("mount", formatMount(m))
+	}
 	if len(p.RunArgs) > 0 {
 		row("run args", strings.Join(p.RunArgs, " "))
 	}
@@ -108,4 +114,20 @@ func shortDigest(d string) string {
 		return d[:len("sha256:")+12]
 	}
 	return d
+}
+
+// formatMount is "bind SRC at TARGET[, read-only]".
+func formatMount(m Mount) string {
+	kind, src := "bind", m.Source
+	if m.Volume {
+		kind = "volume"
+		if src == "" {
+			src = "(anonymous)"
+		}
+	}
+	s := fmt.Sprintf("%s %s at %s", kind, src, m.Target)
+	if m.ReadOnly {
+		s += ", read-only"
+	}
+	return s
 }

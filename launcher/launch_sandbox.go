@@ -273,13 +273,14 @@ func copyTree(src, dst string) error {
 	})
 }
 
-// mounts lists the sandbox's bind mounts: the project read-write at
-// WorkspacePath, everything else read-only.
-func (f *sandboxFiles) mounts(projectDir string, r *shims.Rendered) []Mount {
-	ms := []Mount{
-		{Source: projectDir, Target: WorkspacePath},
-		{Source: filepath.Join(f.tools, shims.ToolsFile), Target: SandboxToolsFile, ReadOnly: true},
-	}
+// mounts lists the sandbox's mounts: the project (workspace, read-write
+// by default) and the devcontainer's checked mounts (Plan.Mounts), then
+// launch's own, read-only.
+func (f *sandboxFiles) mounts(plan *Plan, r *shims.Rendered) []Mount {
+	ms := append([]Mount{plan.Workspace}, plan.Mounts...)
+	ms = append(ms,
+		Mount{Source: filepath.Join(f.tools, shims.ToolsFile), Target: SandboxToolsFile, ReadOnly: true},
+	)
 	for _, s := range r.Shims {
 		ms = append(ms, Mount{Source: filepath.Join(f.tools, shims.BinDir, s.Command), Target: SandboxShimsDir + "/" + s.Command, ReadOnly: true})
 	}

@@ -65,6 +65,11 @@ type PlanOptions struct {
 	// LocalEnv resolves ${localEnv:VAR} in build.args; nil means
 	// os.LookupEnv (the environment of the launching process).
 	LocalEnv func(string) (string, bool)
+	// AileronHome is $AILERON_HOME, which no mount may expose; empty means
+	// $AILERON_HOME, else ~/.aileron.
+	AileronHome string
+	// MountRules overrides DefaultMountRules(AileronHome) (tests).
+	MountRules *MountRules
 }
 
 // Plan is the normalized composition of one project's sandbox: which image
@@ -88,6 +93,15 @@ type Plan struct {
 	// at launch); nil when none.
 	ContainerEnv map[string]string `json:"container_env,omitempty"`
 	RemoteEnv    map[string]string `json:"remote_env,omitempty"`
+	// Workspace is the project's mount (devcontainer workspaceMount;
+	// default ProjectDir at WorkspacePath) and WorkspaceFolder the
+	// agent's working directory (workspaceFolder; default Workspace's
+	// target).
+	Workspace       Mount  `json:"workspace"`
+	WorkspaceFolder string `json:"workspace_folder"`
+	// Mounts are the devcontainer's mounts, resolved and checked
+	// (MountRules); nil when none.
+	Mounts []Mount `json:"mounts,omitempty"`
 	// DevContainerID is ${devcontainerId}; empty in Tier 0.
 	DevContainerID string `json:"devcontainer_id,omitempty"`
 	// User is the image user the agent runs as (devcontainer remoteUser,
@@ -167,6 +181,8 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 		Mediation:           MediationDefault,
 		ApprovalSurface:     ApprovalSurfaceBoth,
 		UpdateRemoteUserUID: true,
+		Workspace:           Mount{Source: abs, Target: WorkspacePath},
+		WorkspaceFolder:     WorkspacePath,
 	}
 	dcPath := filepath.Join(abs, filepath.FromSlash(DevContainerPath))
 	data, err := os.ReadFile(dcPath)
@@ -189,10 +205,13 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 	p.DevContainer = dcPath
 	p.ContainerEnv, p.RemoteEnv = dc.ContainerEnv, dc.RemoteEnv
 	p.DevContainerID = DevContainerID(abs, dcPath)
+	if err := p.planMounts(dc, opts); err != nil {
+		return nil, err
+	}
 	if dc.Build != nil {
 		dc.Build.Args = substituteMap(dc.Build.Args, p.Vars(opts.LocalEnv, nil))
 	}
-	p.RunArgs, p.Refused = dc.RunArgs, dc.Refused
+	p.RunArgs, p.Refused = dc.RunArgs, append(p.Refused, dc.Refused...)
 	p.User = dc.RemoteUser
 	if p.User == "" {
 		p.User = dc.ContainerUser
@@ -231,6 +250,7 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 		return nil, fmt.Errorf("planning from %s: set build.dockerfile or image (run `aileron-proxy sandbox init --force` for the starter), or delete the file to use %s", dcPath, p.BaseImage)
 	}
 	sort.Strings(p.Warnings)
+	sort.SliceStable(p.Refused, func(i, j int) bool { return p.Refused[i].Line < p.Refused[j].Line })
 	return p, nil
 }
 

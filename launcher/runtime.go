@@ -101,8 +101,12 @@ func exitError(err error) error {
 
 // Mount is a bind mount of a host path into the container.
 type Mount struct {
-	Source, Target string
-	ReadOnly       bool
+	Source   string `json:"source,omitempty"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readonly,omitempty"`
+	// Volume makes Source a named volume (empty: anonymous), not a host
+	// path.
+	Volume bool `json:"volume,omitempty"`
 }
 
 // BuildRequest is one image build.
@@ -512,11 +516,17 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 	}
 	for _, m := range req.Mounts {
 		for _, p := range []string{m.Source, m.Target} {
-			if p == "" || strings.ContainsAny(p, ",\n\"") {
+			if (p == "" && !m.Volume) || strings.ContainsAny(p, ",\n\"") {
 				return nil, "", fmt.Errorf("mounting %q at %q: paths must be non-empty and contain no comma, quote or newline (move or rename it)", m.Source, m.Target)
 			}
 		}
 		spec := "type=bind,source=" + m.Source + ",target=" + m.Target
+		if m.Volume {
+			spec = "type=volume,target=" + m.Target
+			if m.Source != "" {
+				spec = "type=volume,source=" + m.Source + ",target=" + m.Target
+			}
+		}
 		if m.ReadOnly {
 			spec += ",readonly"
 		}

@@ -156,7 +156,7 @@ func dropNulls(v *hujson.Value) *hujson.Value {
 func (p *Plan) Vars(localEnv, containerEnv func(string) (string, bool)) VarContext {
 	return VarContext{
 		LocalEnv: localEnv, ContainerEnv: containerEnv,
-		LocalWorkspaceFolder: p.ProjectDir, ContainerWorkspaceFolder: WorkspacePath,
+		LocalWorkspaceFolder: p.ProjectDir, ContainerWorkspaceFolder: p.WorkspaceFolder,
 		DevContainerID: p.DevContainerID,
 	}
 }

@@ -119,7 +119,7 @@ type launchOptions struct {
 func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 	log := a.consoleLogger()
 	defer log.Sync() //nolint:errcheck
-	plan, err := launcher.NewPlan(o.project, launcher.PlanOptions{LocalEnv: a.lookupEnv})
+	plan, err := launcher.NewPlan(o.project, a.planOptions())
 	if err != nil {
 		return err
 	}
@@ -303,4 +303,10 @@ func isTerminal(r any) bool {
 func (a *app) lookupEnv(name string) (string, bool) {
 	v := a.getenv(name)
 	return v, v != ""
+}
+
+// planOptions are the options of every NewPlan: variables from this
+// process's environment, mounts checked against this home.
+func (a *app) planOptions() launcher.PlanOptions {
+	return launcher.PlanOptions{LocalEnv: a.lookupEnv, AileronHome: a.home}
 }

@@ -55,7 +55,7 @@ func (a *app) planAndRuntime(ctx context.Context, project, runtimeFlag string) (
 	if err != nil {
 		return nil, nil, usageError(err)
 	}
-	plan, err := launcher.NewPlan(project, launcher.PlanOptions{LocalEnv: a.lookupEnv})
+	plan, err := launcher.NewPlan(project, a.planOptions())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -115,7 +115,7 @@ With --runtime auto (the default) this runs ` + "`docker info`" + ` to see wheth
 		if err != nil {
 			return usageError(err)
 		}
-		plan, err := launcher.NewPlan(*project, launcher.PlanOptions{LocalEnv: a.lookupEnv})
+		plan, err := launcher.NewPlan(*project, a.planOptions())
 		if err != nil {
 			return err
 		}
