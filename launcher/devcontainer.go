@@ -67,6 +67,12 @@ type DevContainer struct {
 	Mounts          []DevContainerMount
 	WorkspaceMount  *DevContainerMount
 	WorkspaceFolder string
+	// Lifecycle are the in-sandbox lifecycle commands in the order they
+	// run (onCreateCommand, updateContentCommand, postCreateCommand,
+	// postStartCommand); InitializeCommand runs on the host (nil when
+	// absent). Variables unresolved.
+	Lifecycle         []LifecycleStep
+	InitializeCommand *LifecycleStep
 	// Aileron is "customizations.aileron"; zero when absent.
 	Aileron AileronSettings
 	// RemoteUser and ContainerUser are "remoteUser" and "containerUser":
@@ -150,8 +156,7 @@ func (e *ConfigError) Error() string {
 func isIgnoredTopLevel(name string) bool {
 	switch name {
 	case "features",
-		"postCreateCommand", "postStartCommand", "postAttachCommand", "onCreateCommand",
-		"updateContentCommand", "initializeCommand",
+		"postAttachCommand",
 		"service", "overrideCommand", "shutdownAction",
 		"userEnvProbe", "hostRequirements", "portsAttributes", "otherPortsAttributes", "waitFor",
 		"overrideFeatureInstallOrder":
@@ -175,6 +180,9 @@ func ParseDevContainer(path string, data []byte) (*DevContainer, error) {
 		return nil, &ConfigError{Path: path, Problems: p.problems}
 	}
 	sort.Strings(p.dc.Ignored)
+	sort.SliceStable(p.dc.Lifecycle, func(i, j int) bool {
+		return slices.Index(lifecycleKeys, p.dc.Lifecycle[i].Key) < slices.Index(lifecycleKeys, p.dc.Lifecycle[j].Key)
+	})
 	return p.dc, nil
 }
 
@@ -334,6 +342,14 @@ func (p *dcParser) parse(root *hujson.Value) {
 			}
 		case "workspaceFolder":
 			p.dc.WorkspaceFolder, _ = p.str(m.value, "workspaceFolder", false)
+		case "onCreateCommand", "updateContentCommand", "postCreateCommand", "postStartCommand":
+			if step, ok := p.parseLifecycle(m.value, m.name); ok {
+				p.dc.Lifecycle = append(p.dc.Lifecycle, step)
+			}
+		case "initializeCommand":
+			if step, ok := p.parseLifecycle(m.value, m.name); ok {
+				p.dc.InitializeCommand = &step
+			}
 		case "remoteEnv":
 			p.dc.RemoteEnv = p.stringMap(dropNulls(m.value), "remoteEnv")
 		case "customizations":

@@ -85,6 +85,16 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 	for _, m := range p.Mounts {
 		row("mount", formatMount(m))
 	}
+	for _, st := range p.Lifecycle {
+		for _, c := range st.Commands {
+			row(st.Key, c.String())
+		}
+	}
+	if p.InitializeCommand != nil {
+		for _, c := range p.InitializeCommand.Commands {
+			row("initializeCommand", c.String()+" (on the host, only with launch --allow-host-commands)")
+		}
+	}
 	if len(p.RunArgs) > 0 {
 		row("run args", strings.Join(p.RunArgs, " "))
 	}

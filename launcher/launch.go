@@ -108,6 +108,10 @@ type LaunchConfig struct {
 	// environment of the process that asked for the launch; nil means
 	// os.LookupEnv.
 	LocalEnv func(string) (string, bool)
+	// AllowHostCommands lets the devcontainer's initializeCommand run on
+	// the host (launch --allow-host-commands); without it a plan with one
+	// is refused.
+	AllowHostCommands bool
 	// CleanupTimeout bounds each teardown step (removing the container,
 	// the network, ending the session); zero means DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
@@ -136,6 +140,9 @@ func (cfg *LaunchConfig) validate() error {
 		return errors.New("launching: the plan has no tier (use NewPlan)")
 	}
 	if err := cfg.Plan.Refusal(); err != nil {
+		return err
+	}
+	if err := cfg.Plan.HostCommandsRefusal(cfg.AllowHostCommands); err != nil {
 		return err
 	}
 	if len(cfg.Agent) == 0 || strings.TrimSpace(cfg.Agent[0]) == "" {
@@ -268,6 +275,11 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	}
 
 	plan := cfg.Plan
+	if cfg.AllowHostCommands {
+		if err := RunInitializeCommand(ctx, plan, cfg.Stderr); err != nil {
+			return 0, err
+		}
+	}
 	if _, err := Prepare(ctx, l.rt, plan, PrepareOptions{Policy: cfg.BuildPolicy, Output: cfg.Stderr}); err != nil {
 		return 0, err
 	}
@@ -301,7 +313,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	containerEnv, remoteEnv, err := resolveSandboxEnv(ctx, l.rt, plan, user, cfg.LocalEnv)
+	resolved, err := resolveSandbox(ctx, l.rt, plan, user, cfg.LocalEnv)
 	if err != nil {
 		return 0, err
 	}
@@ -311,8 +323,8 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		APIURL:       cfg.Daemon.APIURL,
 		APIAddr:      apiRelay.Addr(),
 		HostAlias:    l.rt.HostAlias(),
-		ContainerEnv: containerEnv,
-		RemoteEnv:    remoteEnv,
+		ContainerEnv: resolved.containerEnv,
+		RemoteEnv:    resolved.remoteEnv,
 	})
 	if err != nil {
 		return 0, err
@@ -324,11 +336,12 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	entrypoint, cmd := agentCommand(cfg.Agent, resolved.lifecycle)
 	run := RunRequest{
 		Image:           user.Image,
 		User:            user.User,
-		Entrypoint:      agent,
-		Cmd:             cfg.Agent[1:],
+		Entrypoint:      entrypoint,
+		Cmd:             cmd,
 		Name:            name,
 		Network:         guard.NetworkMode,
 		DropAllCaps:     true,

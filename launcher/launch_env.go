@@ -7,20 +7,51 @@ import (
 	"strings"
 )
 
-// resolveSandboxEnv resolves the plan's containerEnv and remoteEnv for
-// the agent's image and user: ${localEnv:...} from localEnv (the launching
-// process), ${containerEnv:...} from the container's own environment,
-// read by running the image once (no network) only when remoteEnv uses it.
-func resolveSandboxEnv(ctx context.Context, rt Runtime, plan *Plan, user AgentUser, localEnv func(string) (string, bool)) (containerEnv, remoteEnv map[string]string, err error) {
-	containerEnv, _ = plan.ResolveEnv(localEnv, nil)
+// resolvedSandbox is the plan's environment and lifecycle commands with
+// their variables resolved for one container.
+type resolvedSandbox struct {
+	containerEnv, remoteEnv map[string]string
+	lifecycle               []LifecycleStep
+}
+
+// resolveSandbox resolves the plan's containerEnv, remoteEnv and
+// lifecycle commands for the agent's image and user: ${localEnv:...} from
+// localEnv (the launching process), ${containerEnv:...} from the
+// container's own environment, read by running the image once (no
+// network) only when something uses it.
+func resolveSandbox(ctx context.Context, rt Runtime, plan *Plan, user AgentUser, localEnv func(string) (string, bool)) (resolvedSandbox, error) {
+	containerEnv, _ := plan.ResolveEnv(localEnv, nil)
 	var imageEnv map[string]string
 	if plan.NeedsContainerEnv() {
+		var err error
 		if imageEnv, err = probeContainerEnv(ctx, rt, user, containerEnv); err != nil {
-			return nil, nil, err
+			return resolvedSandbox{}, err
 		}
 	}
-	containerEnv, remoteEnv = plan.ResolveEnv(localEnv, imageEnv)
-	return containerEnv, remoteEnv, nil
+	var r resolvedSandbox
+	r.containerEnv, r.remoteEnv = plan.ResolveEnv(localEnv, imageEnv)
+	inContainer := func(k string) (string, bool) {
+		if v, ok := r.remoteEnv[k]; ok {
+			return v, true
+		}
+		if v, ok := r.containerEnv[k]; ok {
+			return v, true
+		}
+		v, ok := imageEnv[k]
+		return v, ok
+	}
+	r.lifecycle = plan.lifecycleSteps(plan.Vars(localEnv, inContainer))
+	return r, nil
+}
+
+// agentCommand is the agent container's entrypoint and arguments: the
+// agent itself, or, when there are lifecycle commands, /bin/sh running
+// them first (LifecycleScript) and then exec'ing the agent.
+func agentCommand(agent []string, steps []LifecycleStep) (entrypoint string, cmd []string) {
+	if len(steps) == 0 {
+		return agent[0], agent[1:]
+	}
+	return "/bin/sh", append([]string{"-c", LifecycleScript(steps, true), "aileron-lifecycle"}, agent...)
 }
 
 // probeContainerEnv returns the environment a container of user.Image

@@ -102,6 +102,11 @@ type Plan struct {
 	// Mounts are the devcontainer's mounts, resolved and checked
 	// (MountRules); nil when none.
 	Mounts []Mount `json:"mounts,omitempty"`
+	// Lifecycle are the devcontainer's in-sandbox lifecycle commands, in
+	// the order they run before the agent; InitializeCommand runs on the
+	// host, only when launch is given --allow-host-commands. As written.
+	Lifecycle         []LifecycleStep `json:"lifecycle,omitempty"`
+	InitializeCommand *LifecycleStep  `json:"initialize_command,omitempty"`
 	// DevContainerID is ${devcontainerId}; empty in Tier 0.
 	DevContainerID string `json:"devcontainer_id,omitempty"`
 	// User is the image user the agent runs as (devcontainer remoteUser,
@@ -205,6 +210,7 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 	p.DevContainer = dcPath
 	p.ContainerEnv, p.RemoteEnv = dc.ContainerEnv, dc.RemoteEnv
 	p.DevContainerID = DevContainerID(abs, dcPath)
+	p.Lifecycle, p.InitializeCommand = dc.Lifecycle, dc.InitializeCommand
 	if err := p.planMounts(dc, opts); err != nil {
 		return nil, err
 	}

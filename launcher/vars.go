@@ -176,12 +176,20 @@ func (p *Plan) ResolveEnv(localEnv func(string) (string, bool), imageEnv map[str
 	return containerEnv, substituteMap(p.RemoteEnv, p.Vars(localEnv, inContainer))
 }
 
-// NeedsContainerEnv reports whether remoteEnv refers to ${containerEnv:...},
+// NeedsContainerEnv reports whether remoteEnv or a lifecycle command
+// refers to ${containerEnv:...},
 // so launch must read the image's environment first.
 func (p *Plan) NeedsContainerEnv() bool {
 	for _, v := range p.RemoteEnv {
 		if strings.Contains(v, "${containerEnv:") {
 			return true
+		}
+	}
+	for _, s := range p.Lifecycle {
+		for _, c := range s.Commands {
+			if strings.Contains(c.Shell+strings.Join(c.Args, " "), "${containerEnv:") {
+				return true
+			}
 		}
 	}
 	return false
