@@ -51,7 +51,7 @@ func TestLaunchDevcontainer(t *testing.T) {
 				}
 			}
 			files := map[string]string{
-				filepath.Join(data, "shared.txt"): "shared-from-host\n",
+				filepath.Join(data, "shared.txt"):                     "shared-from-host\n",
 				filepath.Join(project, ".devcontainer", "Dockerfile"): "FROM " + launcher.BaseImage("") + "\nUSER root\nRUN useradd --create-home --uid 1001 --shell /bin/sh dev\nUSER agent\n",
 				filepath.Join(project, launcher.DevContainerPath): `{
   // a typical project devcontainer
