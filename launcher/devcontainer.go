@@ -104,6 +104,12 @@ type DevContainerBuild struct {
 	Context string
 	// Args is "build.args", passed as --build-arg; nil when absent.
 	Args map[string]string
+	// Target is "build.target", the stage to build; empty means the last.
+	Target string
+	// CacheFrom is "build.cacheFrom" (a string or an array of images).
+	CacheFrom []string
+	// Options are the accepted "build.options" (see allowedBuildOptions).
+	Options []string
 }
 
 // AileronSettings is "customizations.aileron".
@@ -401,6 +407,16 @@ func (p *dcParser) parseBuild(v *hujson.Value) {
 			}
 		case "args":
 			b.Args = p.stringMap(m.value, key)
+		case "target":
+			b.Target, _ = p.str(m.value, key, false)
+		case "cacheFrom":
+			if _, isArr := m.value.Value.(*hujson.Array); isArr {
+				b.CacheFrom = p.strings(m.value, key)
+			} else if s, ok := p.str(m.value, key, false); ok {
+				b.CacheFrom = []string{s}
+			}
+		case "options":
+			b.Options = p.allowedFlags(m.value, key, allowedBuildOptions, "the build could reach host files, credentials or networks")
 		default:
 			p.dc.Ignored = append(p.dc.Ignored, key)
 		}

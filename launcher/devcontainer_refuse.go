@@ -34,18 +34,7 @@ var allowedRunArgs = map[string]runArgFlag{
 
 // AllowedRunArgs lists the runArgs flags the sandbox accepts, for docs and
 // messages.
-func AllowedRunArgs() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, f := range allowedRunArgs {
-		if !seen[f.long] {
-			seen[f.long] = true
-			out = append(out, f.long)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+func AllowedRunArgs() []string { return allowedNames(allowedRunArgs) }
 
 // refusef records that key is refused, with why and the fix.
 func (p *dcParser) refusef(v *hujson.Value, key, format string, args ...any) {
@@ -140,42 +129,78 @@ func (p *dcParser) strings(v *hujson.Value, key string) []string {
 	return out
 }
 
+// allowedBuildOptions is the build.options allow-list: cache, platform,
+// labels and resource limits. Anything else (--network, --add-host,
+// --allow, --ssh, --secret, --build-context, -v, --output, --iidfile,
+// ...) is refused: it could reach host files, credentials or networks.
+var allowedBuildOptions = map[string]runArgFlag{
+	"--no-cache": {"--no-cache", false}, "--pull": {"--pull", false},
+	"--quiet": {"--quiet", false}, "-q": {"--quiet", false},
+	"--label": {"--label", true}, "--platform": {"--platform", true},
+	"--shm-size": {"--shm-size", true}, "--ulimit": {"--ulimit", true},
+	"--memory": {"--memory", true}, "-m": {"--memory", true},
+}
+
+// allowedNames lists the canonical names of an allow-list, sorted.
+func allowedNames(list map[string]runArgFlag) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range list {
+		if !seen[f.long] {
+			seen[f.long] = true
+			out = append(out, f.long)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // parseRunArgs keeps the runArgs on the allow-list and refuses the rest.
 func (p *dcParser) parseRunArgs(v *hujson.Value) {
-	args := p.strings(v, "runArgs")
-	allowed := quoteList(AllowedRunArgs())
+	p.dc.RunArgs = append(p.dc.RunArgs, p.allowedFlags(v, "runArgs", allowedRunArgs,
+		"launch sets networking, mounts, users, capabilities and security itself")...)
+}
+
+// allowedFlags reads an array of command-line flags (--flag value or
+// --flag=value) and returns those on list as --flag or --flag=value;
+// the others are refused, with why.
+func (p *dcParser) allowedFlags(v *hujson.Value, key string, list map[string]runArgFlag, why string) []string {
+	args := p.strings(v, key)
+	allowed := quoteList(allowedNames(list))
+	var out []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, val, hasVal := strings.Cut(a, "=")
-		f, ok := allowedRunArgs[name]
+		f, ok := list[name]
 		switch {
 		case !strings.HasPrefix(a, "-"):
-			p.refusef(v, "runArgs", "%q is not a flag; runArgs accepts only %s", a, allowed)
+			p.refusef(v, key, "%q is not a flag; %s accepts only %s", a, key, allowed)
 			continue
 		case !ok:
-			p.refusef(v, "runArgs", "%q is not on the allow-list (launch sets networking, mounts, users, capabilities and security itself); runArgs accepts only %s", name, allowed)
+			p.refusef(v, key, "%q is not on the allow-list (%s); %s accepts only %s", name, why, key, allowed)
 			continue
 		case f.value && !hasVal:
 			if i+1 >= len(args) {
-				p.addf(v, "runArgs", "%q needs a value; write %q", a, f.long+"=VALUE")
+				p.addf(v, key, "%q needs a value; write %q", a, f.long+"=VALUE")
 				continue
 			}
 			i++
 			val = args[i]
 		case !f.value && hasVal:
-			p.addf(v, "runArgs", "%q takes no value; write %q", a, f.long)
+			p.addf(v, key, "%q takes no value; write %q", a, f.long)
 			continue
 		}
 		if f.long == "--label" && strings.HasPrefix(val, "dev.aileron.") {
-			p.refusef(v, "runArgs", "label %q is reserved: launch finds its containers by dev.aileron.* labels; use another prefix", val)
+			p.refusef(v, key, "label %q is reserved: launch finds its containers and images by dev.aileron.* labels; use another prefix", val)
 			continue
 		}
 		if f.value {
-			p.dc.RunArgs = append(p.dc.RunArgs, f.long+"="+val)
+			out = append(out, f.long+"="+val)
 		} else {
-			p.dc.RunArgs = append(p.dc.RunArgs, f.long)
+			out = append(out, f.long)
 		}
 	}
+	return out
 }
 
 // Refusal is nil when the plan refuses nothing, else an error listing each

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -118,6 +119,57 @@ func TestRunArgsBadValues(t *testing.T) {
 		_, err := ParseDevContainer("dc.json", []byte(`{"image": "x", "runArgs": `+tc.args+`}`))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseDevContainer(runArgs %s) error = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestBuildTargetCacheFromOptions(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		DevContainerPath: `{"build": {"dockerfile": "Dockerfile", "target": "dev", "cacheFrom": "ghcr.io/acme/cache:1",
+  "args": {"V": "${localEnv:V:7}"}, "options": ["--pull", "--label", "team=ml", "--platform=linux/amd64"]}}`,
+		".devcontainer/Dockerfile": "FROM debian:bookworm-slim AS dev\n",
+	})
+	p, err := NewPlan(dir, PlanOptions{LocalEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := p.Build
+	if b.Target != "dev" || !reflect.DeepEqual(b.CacheFrom, []string{"ghcr.io/acme/cache:1"}) || b.Args["V"] != "7" ||
+		!reflect.DeepEqual(b.Options, []string{"--pull", "--label=team=ml", "--platform=linux/amd64"}) {
+		t.Errorf("build = %+v", b)
+	}
+	var text bytes.Buffer
+	if err := WritePlanText(&text, p, RuntimeInfo{Kind: "docker", Selection: "--runtime docker"}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "plan-build.txt", normalize(text.String(), dir))
+	f := &fakeExec{}
+	rt := newFakeRuntime(t, RuntimeDocker, f)
+	if _, err := Prepare(context.Background(), rt, p, PrepareOptions{Policy: BuildAlways}); err != nil {
+		t.Fatal(err)
+	}
+	var build string
+	for i := range f.calls {
+		if a := f.argv(i); strings.Contains(a, " build ") {
+			build = a
+		}
+	}
+	if !strings.Contains(build, "--target dev --cache-from ghcr.io/acme/cache:1 --pull --label=team=ml --platform=linux/amd64 "+filepath.Join(dir, ".devcontainer")) {
+		t.Errorf("build argv = %q", build)
+	}
+
+	dir = writeProject(t, map[string]string{
+		DevContainerPath:           "{\n\"build\": {\"dockerfile\": \"Dockerfile\",\n \"options\": [\"--network=host\", \"--ssh\", \"default\", \"--secret\", \"id=x,src=/root/.aws/credentials\"]}}",
+		".devcontainer/Dockerfile": "FROM debian:bookworm-slim\n",
+	})
+	p, err = NewPlan(dir, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusal := p.Refusal()
+	for _, w := range []string{`:3:13: build.options: refused: "--network" is not on the allow-list (the build could reach host files, credentials or networks)`, `"--ssh" is not on the allow-list`, `"--secret" is not on the allow-list`} {
+		if refusal == nil || !strings.Contains(refusal.Error(), w) {
+			t.Errorf("Refusal() = %v, want %q", refusal, w)
 		}
 	}
 }

@@ -51,6 +51,15 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 			}
 			row("build args", strings.Join(args, " "))
 		}
+		if p.Build.Target != "" {
+			row("build target", p.Build.Target)
+		}
+		if len(p.Build.CacheFrom) > 0 {
+			row("cache from", strings.Join(p.Build.CacheFrom, " "))
+		}
+		if len(p.Build.Options) > 0 {
+			row("build options", strings.Join(p.Build.Options, " "))
+		}
 	}
 	switch {
 	case p.Build != nil && p.Build.ExtendsBase:

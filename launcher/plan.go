@@ -139,6 +139,11 @@ type BuildSpec struct {
 	Context    string `json:"context,omitempty"`
 	// Args are passed as --build-arg; nil when none.
 	Args map[string]string `json:"args,omitempty"`
+	// Target, CacheFrom and Options are devcontainer build.target,
+	// build.cacheFrom and the accepted build.options.
+	Target    string   `json:"target,omitempty"`
+	CacheFrom []string `json:"cache_from,omitempty"`
+	Options   []string `json:"options,omitempty"`
 	// ExtendsBase is true when a FROM names BaseImage, which is then built
 	// (or checked) first.
 	ExtendsBase bool `json:"extends_base"`
@@ -274,7 +279,7 @@ func (p *Plan) planBuild(dcDir string, b *DevContainerBuild) error {
 	if st, err := os.Stat(context); err != nil || !st.IsDir() {
 		return fmt.Errorf("checking build.context %q: %s is not a directory (it is relative to .devcontainer/; fix it in %s)", b.Context, context, DevContainerPath)
 	}
-	spec := &BuildSpec{Dockerfile: dockerfile, Context: context, Args: b.Args}
+	spec := &BuildSpec{Dockerfile: dockerfile, Context: context, Args: b.Args, Target: b.Target, CacheFrom: b.CacheFrom, Options: b.Options}
 	for _, from := range dockerfileFroms(df, b.Args) {
 		switch {
 		case sameImage(from, p.BaseImage):
@@ -287,6 +292,9 @@ func (p *Plan) planBuild(dcDir string, b *DevContainerBuild) error {
 	fmt.Fprintf(h, "context=%s\nbase=%s\n", context, p.BaseImage)
 	for _, k := range sortedKeys(b.Args) {
 		fmt.Fprintf(h, "arg %q=%q\n", k, b.Args[k])
+	}
+	if b.Target != "" {
+		fmt.Fprintf(h, "target=%q\n", b.Target)
 	}
 	h.Write(df)
 	sum := hex.EncodeToString(h.Sum(nil))

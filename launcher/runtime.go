@@ -120,6 +120,11 @@ type BuildRequest struct {
 	// Network is the build containers' network ("" = the runtime default,
 	// which must reach the package mirrors the Dockerfile uses).
 	Network string
+	// Target is the stage to build (--target); empty means the last.
+	Target string
+	// CacheFrom are --cache-from images; Options are extra flags from an
+	// allow-list (devcontainer build.options), placed before the context.
+	CacheFrom, Options []string
 	// Output receives the build log; nil keeps the tail for the error.
 	Output io.Writer
 }
@@ -369,6 +374,13 @@ func (r *cliRuntime) Build(ctx context.Context, req BuildRequest) error {
 	if req.Network != "" {
 		args = append(args, "--network", req.Network)
 	}
+	if req.Target != "" {
+		args = append(args, "--target", req.Target)
+	}
+	for _, c := range req.CacheFrom {
+		args = append(args, "--cache-from", c)
+	}
+	args = append(args, req.Options...)
 	args = append(args, req.Context)
 	r.debugExec(args)
 	out := req.Output
