@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileron-dev/aileron-proxy/internal/registrytest"
 	"github.com/aileron-dev/aileron-proxy/launcher"
 )
 
@@ -14,6 +15,11 @@ import (
 // HOST_SERVICE_PORT`: one "ok NAME" or "FAIL NAME: detail" line per check.
 const devcontainerAgentScript = `check() { if [ "$2" = 0 ]; then echo "ok $1"; else echo "FAIL $1: $3"; fi; }
 [ "$(id -un)" = dev ]; check remote-user $? "runs as $(id -un)"
+out=$(localtool 2>&1); [ "$out" = "localtool color=blue user=dev" ]; check local-feature $? "$out"
+out=$(ocitool 2>&1); [ "$out" = "ocitool version=2.0 user=dev" ]; check oci-feature $? "$out"
+out=$(basetool 2>&1); [ "$out" = "basetool version=from-dependsOn user=dev" ]; check depends-on $? "$out"
+[ "$OCITOOL_HOME" = /opt/ocitool ]; check feature-env $? "OCITOOL_HOME=$OCITOOL_HOME"
+[ "$(cat /opt/order)" = "localtool basetool ocitool " ]; check feature-order $? "$(cat /opt/order)"
 [ "$(cat /data/shared.txt 2>&1)" = shared-from-host ]; check mount $? "$(cat /data/shared.txt 2>&1)"
 touch /data/new 2>/dev/null; [ $? != 0 ]; check mount-readonly $? "wrote into the read-only mount"
 [ "$(cat "$HOME/created.txt" 2>&1)" = created ]; check post-create-home $? "$(cat "$HOME/created.txt" 2>&1)"
@@ -35,12 +41,15 @@ echo done
 // read-only bind mount whose source comes from ${localEnv:...}, a
 // postCreateCommand (object form, entries in parallel) writing files,
 // remoteEnv with ${localEnv:...} and ${containerEnv:PATH}, an allowed
-// runArgs entry. The agent sees each, and the egress lock still holds.
-// Features are not covered: they are not implemented yet.
+// runArgs entry, a local feature and an OCI feature from a local
+// docker-registry (with options, containerEnv and a dependsOn on another
+// OCI feature that is not listed). The agent sees each, and the egress
+// lock still holds.
 func TestLaunchDevcontainer(t *testing.T) {
 	for _, kind := range []string{"docker", "podman"} {
 		t.Run(kind, func(t *testing.T) {
 			requireRuntime(t, kind)
+			reg := registrytest.Start(t)
 			e := newEnv(t)
 			t.Cleanup(func() { removeSandboxes(t, kind, e.home) })
 			project := filepath.Join(t.TempDir(), "devc-"+kind)
@@ -81,15 +90,43 @@ func TestLaunchDevcontainer(t *testing.T) {
 			// CI runs); otherwise dev is remapped to the test's uid.
 			_ = os.Chown(project, 1001, 1001)
 			defer func() {
-				out, _ := runtimeOutput(kind, "images", "--format", "{{.Repository}}:{{.Tag}}", "aileron/sandbox-devc-"+kind)
-				for _, ref := range strings.Fields(out) {
-					_, _ = runtimeOutput(kind, "rmi", "--force", ref)
+				for _, repo := range []string{"aileron/sandbox-devc-" + kind, launcher.FeaturesRepository} {
+					out, _ := runtimeOutput(kind, "images", "--format", "{{.Repository}}:{{.Tag}}", repo)
+					for _, ref := range strings.Fields(out) {
+						_, _ = runtimeOutput(kind, "rmi", "--force", ref)
+					}
 				}
 			}()
+			// Features: install.sh writes a tool printing its options.
+			feature := func(id, meta, opt string) string {
+				dir := t.TempDir()
+				install := "#!/bin/sh\nset -e\nprintf '#!/bin/sh\\necho " + id + " " + opt + "=%s user=%s\\n' \"$" + strings.ToUpper(opt) + "\" \"$_REMOTE_USER\" > /usr/local/bin/" + id + "\nchmod 755 /usr/local/bin/" + id + "\nprintf '" + id + " ' >> /opt/order\n"
+				for n, body := range map[string]string{"devcontainer-feature.json": meta, "install.sh": install} {
+					if err := os.WriteFile(filepath.Join(dir, n), []byte(body), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return dir
+			}
+			registrytest.PushFeature(t, reg+"/features/basetool:1", feature("basetool", `{"id": "basetool", "options": {"version": {"type": "string", "default": "base-default"}}}`, "version"))
+			registrytest.PushFeature(t, reg+"/features/ocitool:1", feature("ocitool",
+				`{"id": "ocitool", "options": {"version": {"type": "string", "default": "1.0"}}, "containerEnv": {"OCITOOL_HOME": "/opt/ocitool"},
+				  "dependsOn": {"`+reg+`/features/basetool:1": {"version": "from-dependsOn"}}}`, "version"))
+			local := feature("localtool", `{"id": "localtool", "options": {"color": {"type": "string", "default": "red"}}}`, "color")
+			if err := os.Rename(local, filepath.Join(project, ".devcontainer", "localtool")); err != nil {
+				t.Fatal(err)
+			}
+			dcPath := filepath.Join(project, launcher.DevContainerPath)
+			dcJSON, _ := os.ReadFile(dcPath)
+			withFeatures := strings.Replace(string(dcJSON), `"remoteUser": "dev",`, `"remoteUser": "dev",
+  "features": {"./localtool": {"color": "blue"}, "`+reg+`/features/ocitool:1": {"version": "2.0"}},`, 1)
+			if err := os.WriteFile(dcPath, []byte(withFeatures), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			hostSvc := hostService(t)
 			stdout, stderr, code := launchCLI(t, e.home, []string{"DEVC_DATA=" + data, "DEVC_GREETING=hello-from-launch"}, 8*time.Minute,
 				"launch", "--sandbox="+kind, "--project", project, "--", "sh", "-c", devcontainerAgentScript, "agent", hostSvc)
-			for _, want := range []string{"remote-user", "mount", "mount-readonly", "post-create-home", "post-create-user", "remote-env",
+			for _, want := range []string{"remote-user", "local-feature", "oci-feature", "depends-on", "feature-env", "feature-order", "mount", "mount-readonly", "post-create-home", "post-create-user", "remote-env",
 				"container-env-path", "devcontainer-id", "contract-kept", "proxy", "egress-lock"} {
 				if !strings.Contains(stdout, "ok "+want+"\n") {
 					t.Errorf("check %s did not pass", want)

@@ -73,6 +73,10 @@ type DevContainer struct {
 	// absent). Variables unresolved.
 	Lifecycle         []LifecycleStep
 	InitializeCommand *LifecycleStep
+	// Features is "features", in the file's order, and
+	// OverrideFeatureInstallOrder "overrideFeatureInstallOrder".
+	Features                    []DevContainerFeature
+	OverrideFeatureInstallOrder []string
 	// Aileron is "customizations.aileron"; zero when absent.
 	Aileron AileronSettings
 	// RemoteUser and ContainerUser are "remoteUser" and "containerUser":
@@ -161,11 +165,9 @@ func (e *ConfigError) Error() string {
 // but not applied by aileron-proxy; it produces a warning, not an error.
 func isIgnoredTopLevel(name string) bool {
 	switch name {
-	case "features",
-		"postAttachCommand",
+	case "postAttachCommand",
 		"service", "overrideCommand", "shutdownAction",
-		"userEnvProbe", "hostRequirements", "portsAttributes", "otherPortsAttributes", "waitFor",
-		"overrideFeatureInstallOrder":
+		"userEnvProbe", "hostRequirements", "portsAttributes", "otherPortsAttributes", "waitFor":
 		return true
 	}
 	return false
@@ -340,6 +342,10 @@ func (p *dcParser) parse(root *hujson.Value) {
 			}
 		case "containerEnv":
 			p.dc.ContainerEnv = p.stringMap(m.value, "containerEnv")
+		case "features":
+			p.parseFeatures(m.value)
+		case "overrideFeatureInstallOrder":
+			p.dc.OverrideFeatureInstallOrder = p.strings(m.value, m.name)
 		case "mounts":
 			p.dc.Mounts = p.parseMounts(m.value)
 		case "workspaceMount":

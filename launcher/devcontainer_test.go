@@ -52,7 +52,7 @@ func TestParseDevContainerJSONC(t *testing.T) {
 			Mediation:       MediationDefault,
 			ApprovalSurface: ApprovalSurfaceCLI,
 		},
-		Ignored: []string{"features"},
+		Features: []DevContainerFeature{{Ref: "ghcr.io/devcontainers/features/node:1", Options: map[string]string{}, Line: 14, Column: 16}},
 	}
 	if !reflect.DeepEqual(dc, want) {
 		t.Errorf("ParseDevContainer =\n%+v\nwant\n%+v", dc, want)

@@ -94,6 +94,23 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 	for _, m := range p.Mounts {
 		row("mount", formatMount(m))
 	}
+	for _, f := range p.Features {
+		desc := f.Ref + " " + shortDigest(f.Digest)
+		if f.DependedOn {
+			desc += " (a dependency)"
+		}
+		if len(f.Env) > 0 {
+			var opts []string
+			for _, k := range sortedKeys(f.Env) {
+				opts = append(opts, k+"="+f.Env[k])
+			}
+			desc += ", options " + strings.Join(opts, " ")
+		}
+		row("feature", desc)
+	}
+	if p.FeaturesImage != "" {
+		row("features image", p.FeaturesImage+" (the features installed on the image, as root)")
+	}
 	for _, st := range p.Lifecycle {
 		for _, c := range st.Commands {
 			row(st.Key, c.String())

@@ -52,7 +52,7 @@ func TestPlanOutputGolden(t *testing.T) {
   // JSONC with comments and trailing commas
   "build": {"dockerfile": "Dockerfile", "context": "..", "args": {"B": "2", "A": "1",},},
   "containerEnv": {"EDITOR": "vi", "PAGER": "less",},
-  "features": {},
+  "shutdownAction": "none",
   "customizations": {"aileron": {"approval_surface": "cli",},},
 }`,
 			".devcontainer/Dockerfile": "FROM aileron/sandbox-base:" + BaseVersion + "\n",

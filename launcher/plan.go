@@ -70,6 +70,9 @@ type PlanOptions struct {
 	AileronHome string
 	// MountRules overrides DefaultMountRules(AileronHome) (tests).
 	MountRules *MountRules
+	// FeatureFetcher fetches OCI features; nil means
+	// NewOCIFeatureFetcher("") (the default cache directory).
+	FeatureFetcher FeatureFetcher
 }
 
 // Plan is the normalized composition of one project's sandbox: which image
@@ -102,6 +105,11 @@ type Plan struct {
 	// Mounts are the devcontainer's mounts, resolved and checked
 	// (MountRules); nil when none.
 	Mounts []Mount `json:"mounts,omitempty"`
+	// Features are the devcontainer's features, resolved, in install
+	// order; FeaturesImage is the derived image installing them on Image
+	// (see RunImage). Empty when none.
+	Features      []*Feature `json:"features,omitempty"`
+	FeaturesImage string     `json:"features_image,omitempty"`
 	// Lifecycle are the devcontainer's in-sandbox lifecycle commands, in
 	// the order they run before the agent; InitializeCommand runs on the
 	// host, only when launch is given --allow-host-commands. As written.
@@ -237,7 +245,7 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 		p.ApprovalSurface = dc.Aileron.ApprovalSurface
 	}
 	if len(dc.Ignored) > 0 {
-		p.warnf("%s: ignoring %s: aileron-proxy does not apply them; install tools in the Dockerfile instead", DevContainerPath, strings.Join(dc.Ignored, ", "))
+		p.warnf("%s: ignoring %s: aileron-proxy does not apply them (docs/launcher.md lists every key)", DevContainerPath, strings.Join(dc.Ignored, ", "))
 	}
 	switch {
 	case dc.Aileron.Image != "":
@@ -259,6 +267,9 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 		p.Image = dc.Image
 	default:
 		return nil, fmt.Errorf("planning from %s: set build.dockerfile or image (run `aileron-proxy sandbox init --force` for the starter), or delete the file to use %s", dcPath, p.BaseImage)
+	}
+	if err := p.planFeatures(filepath.Dir(dcPath), dc, opts); err != nil {
+		return nil, err
 	}
 	sort.Strings(p.Warnings)
 	sort.SliceStable(p.Refused, func(i, j int) bool { return p.Refused[i].Line < p.Refused[j].Line })

@@ -214,11 +214,11 @@ Exit status: 0 when every check passes, 1 when one fails or the image cannot be 
 		if _, err := launcher.Prepare(cmd.Context(), rt, plan, launcher.PrepareOptions{Policy: policy, Output: a.stderr}); err != nil {
 			return err
 		}
-		rep, err := launcher.Check(cmd.Context(), rt, launcher.CheckOptions{Image: plan.Image, Agent: agent, Shims: shims, BaseImage: plan.BaseImage})
+		rep, err := launcher.Check(cmd.Context(), rt, launcher.CheckOptions{Image: plan.RunImage(), Agent: agent, Shims: shims, BaseImage: plan.BaseImage})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stdout, "image %s: tier %s, runtime %s\n", plan.Image, plan.Tier, rt.Kind())
+		fmt.Fprintf(a.stdout, "image %s: tier %s, runtime %s\n", plan.RunImage(), plan.Tier, rt.Kind())
 		for _, r := range rep.Results {
 			status := "ok"
 			if !r.OK {
