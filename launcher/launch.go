@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -336,7 +337,8 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	entrypoint, cmd := agentCommand(cfg.Agent, resolved.lifecycle)
+	entrypoint, cmd, scriptEnv := agentCommand(cfg.Agent, resolved.lifecycle)
+	maps.Copy(env, scriptEnv)
 	run := RunRequest{
 		Image:           user.Image,
 		User:            user.User,

@@ -44,14 +44,26 @@ func resolveSandbox(ctx context.Context, rt Runtime, plan *Plan, user AgentUser,
 	return r, nil
 }
 
-// agentCommand is the agent container's entrypoint and arguments: the
-// agent itself, or, when there are lifecycle commands, /bin/sh running
-// them first (LifecycleScript) and then exec'ing the agent.
-func agentCommand(agent []string, steps []LifecycleStep) (entrypoint string, cmd []string) {
+// lifecycleScriptEnv carries the lifecycle script into the container: the
+// commands may hold resolved ${localEnv:...} values, which must not
+// appear in the runtime's argv. Env files cannot carry newlines, so the
+// script travels with backslashes doubled and newlines as \n, decoded by
+// printf %b (a builtin of every POSIX shell). The script unsets it before
+// the agent.
+const lifecycleScriptEnv = "AILERON_LIFECYCLE_SCRIPT"
+
+// agentCommand is the agent container's entrypoint, arguments and extra
+// environment: the agent itself, or, when there are lifecycle commands,
+// /bin/sh running them first (LifecycleScript, passed in the environment)
+// and then exec'ing the agent.
+func agentCommand(agent []string, steps []LifecycleStep) (entrypoint string, cmd []string, env map[string]string) {
 	if len(steps) == 0 {
-		return agent[0], agent[1:]
+		return agent[0], agent[1:], nil
 	}
-	return "/bin/sh", append([]string{"-c", LifecycleScript(steps, true), "aileron-lifecycle"}, agent...)
+	script := "unset " + lifecycleScriptEnv + "\n" + LifecycleScript(steps, true)
+	encoded := strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(script)
+	return "/bin/sh", append([]string{"-c", `eval "$(printf '%b' "$` + lifecycleScriptEnv + `")"`, "aileron-lifecycle"}, agent...),
+		map[string]string{lifecycleScriptEnv: encoded}
 }
 
 // probeContainerEnv returns the environment a container of user.Image

@@ -123,3 +123,33 @@ func TestRunInitializeCommand(t *testing.T) {
 		t.Errorf("failing initializeCommand = %v, want exit status 4", err)
 	}
 }
+
+// TestAgentCommandKeepsCommandsOutOfArgv: lifecycle commands (which may
+// hold resolved ${localEnv:...} values) travel in the environment, not in
+// the runtime's argv, and the agent does not inherit the script.
+func TestAgentCommandKeepsCommandsOutOfArgv(t *testing.T) {
+	steps := []LifecycleStep{{Key: "postCreateCommand", Commands: []LifecycleCommand{{Shell: "echo s3cr3t-from-localenv > lifecycle.out\nprintf '%s\\n' 'back\\slash \\c \\n' >> lifecycle.out"}}}}
+	entry, cmd, env := agentCommand([]string{"sh", "-c", `echo "agent sees [$` + lifecycleScriptEnv + `]"`}, steps)
+	if strings.Contains(entry+strings.Join(cmd, " "), "s3cr3t") {
+		t.Fatalf("argv %s %q holds the lifecycle command", entry, cmd)
+	}
+	envFile, err := writeEnvFile(env)
+	if err != nil {
+		t.Fatalf("the runtime's env file cannot carry the script: %v", err)
+	}
+	os.Remove(envFile)
+	dir := t.TempDir()
+	c := exec.Command(entry, cmd...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), lifecycleScriptEnv+"="+env[lifecycleScriptEnv])
+	out, err := c.CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "agent sees []\n") {
+		t.Errorf("run = %q, %v; want the agent without the script in its environment", out, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "lifecycle.out")); string(b) != "s3cr3t-from-localenv\nback\\slash \\c \\n\n" {
+		t.Errorf("the lifecycle command did not run: %q", b)
+	}
+	if e, c2, env2 := agentCommand([]string{"claude", "-p"}, nil); e != "claude" || len(c2) != 1 || env2 != nil {
+		t.Errorf("without lifecycle commands = %q %q %v, want the agent as entrypoint", e, c2, env2)
+	}
+}
