@@ -173,3 +173,23 @@ func TestBuildTargetCacheFromOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanUsersGolden: remoteUser wins over containerUser, and
+// updateRemoteUserUID false is shown.
+func TestPlanUsersGolden(t *testing.T) {
+	for name, dc := range map[string]string{
+		"users":         `{"image": "x", "containerUser": "root", "remoteUser": "dev"}`,
+		"users-noremap": `{"image": "x", "containerUser": "builder", "updateRemoteUserUID": false}`,
+	} {
+		dir := writeProject(t, map[string]string{DevContainerPath: dc})
+		p, err := NewPlan(dir, PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text bytes.Buffer
+		if err := WritePlanText(&text, p, RuntimeInfo{Kind: "docker", Selection: "--runtime docker"}); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, "plan-"+name+".txt", normalize(text.String(), dir))
+	}
+}
