@@ -277,7 +277,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 
 	plan := cfg.Plan
 	if cfg.AllowHostCommands {
-		if err := RunInitializeCommand(ctx, plan, cfg.Stderr); err != nil {
+		if err := RunInitializeCommand(ctx, plan, cfg.LocalEnv, cfg.Stderr); err != nil {
 			return 0, err
 		}
 	}

@@ -149,17 +149,17 @@ func (p *Plan) lifecycleSteps(vc VarContext) []LifecycleStep {
 }
 
 // RunInitializeCommand runs the plan's initializeCommand on the host, in
-// the project directory, with the launching process's environment, output
-// to out. It returns an error naming the exit status when it fails. Only
+// the project directory, with this process's environment, output to out;
+// localEnv resolves ${localEnv:...} (nil: os.LookupEnv). It returns an error naming the exit status when it fails. Only
 // call it after the user allowed host commands (--allow-host-commands).
-func RunInitializeCommand(ctx context.Context, p *Plan, out io.Writer) error {
+func RunInitializeCommand(ctx context.Context, p *Plan, localEnv func(string) (string, bool), out io.Writer) error {
 	if p.InitializeCommand == nil {
 		return nil
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(p.InitializeCommand.Commands))
 	for i, c := range p.InitializeCommand.Commands {
-		c = c.substitute(p.Vars(nil, nil))
+		c = c.substitute(p.Vars(localEnv, nil))
 		fmt.Fprintf(out, "aileron: running initializeCommand on the host: %s\n", c)
 		argv := c.Args
 		if c.Shell != "" {

@@ -112,14 +112,14 @@ func TestRunInitializeCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := RunInitializeCommand(context.Background(), p, &out); err != nil {
+	if err := RunInitializeCommand(context.Background(), p, nil, &out); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "from-host")); err != nil || string(b) != "My Project\n" {
 		t.Errorf("initializeCommand wrote %q, %v; want the project's basename", b, err)
 	}
 	p.InitializeCommand.Commands[0].Shell = "exit 4"
-	if err := RunInitializeCommand(context.Background(), p, &out); err == nil || !strings.Contains(err.Error(), "exit status 4") {
+	if err := RunInitializeCommand(context.Background(), p, nil, &out); err == nil || !strings.Contains(err.Error(), "exit status 4") {
 		t.Errorf("failing initializeCommand = %v, want exit status 4", err)
 	}
 }

@@ -263,7 +263,7 @@ func (p *Plan) planMounts(dc *DevContainer, opts PlanOptions) error {
 		}
 		return out, false
 	}
-	vc := p.Vars(nil, nil)
+	vc := p.Vars(opts.LocalEnv, nil)
 	if dc.WorkspaceMount != nil {
 		if dc.WorkspaceMount.Type != "bind" {
 			problems = append(problems, ConfigProblem{Line: dc.WorkspaceMount.Line, Column: dc.WorkspaceMount.Column, Key: "workspaceMount", Message: "must be a bind mount of the project (type=bind)"})
@@ -272,13 +272,13 @@ func (p *Plan) planMounts(dc *DevContainer, opts PlanOptions) error {
 		}
 	}
 	if dc.WorkspaceFolder != "" {
-		f := path.Clean(Substitute(dc.WorkspaceFolder, p.Vars(nil, nil)))
+		f := path.Clean(Substitute(dc.WorkspaceFolder, p.Vars(opts.LocalEnv, nil)))
 		if !path.IsAbs(f) {
 			problems = append(problems, ConfigProblem{Key: "workspaceFolder", Message: fmt.Sprintf("%q must be an absolute path inside the sandbox", f)})
 		}
 		p.WorkspaceFolder = f
 	}
-	vc = p.Vars(nil, nil)
+	vc = p.Vars(opts.LocalEnv, nil)
 	for _, m := range dc.Mounts {
 		if out, ok := check("mounts", m, vc); ok {
 			p.Mounts = append(p.Mounts, out)

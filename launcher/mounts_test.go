@@ -38,14 +38,17 @@ func TestMountsPlanned(t *testing.T) {
   "workspaceMount": "source=${localWorkspaceFolder},target=/src/${localWorkspaceFolderBasename},type=bind,consistency=cached",
   "workspaceFolder": "/src/${localWorkspaceFolderBasename}",
   "mounts": [
-    "source=${localWorkspaceFolder}/data,target=/data,type=bind,readonly",
+    "source=${localEnv:DATA_DIR},target=/data,type=bind,readonly",
     {"type": "volume", "source": "cache-${devcontainerId}", "target": "${containerWorkspaceFolder}/node_modules"},
     {"type": "volume", "target": "/scratch"},
   ],
 }`,
 		"data/file.txt": "x",
 	})
-	p, err := NewPlan(dir, PlanOptions{MountRules: mountRulesFor(t, t.TempDir())})
+	// ${localEnv:...} comes from PlanOptions.LocalEnv (the launching
+	// process), not this process's environment.
+	local := func(k string) (string, bool) { return map[string]string{"DATA_DIR": dir + "/data"}[k], k == "DATA_DIR" }
+	p, err := NewPlan(dir, PlanOptions{MountRules: mountRulesFor(t, t.TempDir()), LocalEnv: local})
 	if err != nil {
 		t.Fatal(err)
 	}
