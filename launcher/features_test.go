@@ -3,12 +3,16 @@ package launcher
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/aileron-dev/aileron-proxy/internal/registrytest"
 )
@@ -189,5 +193,30 @@ func newTarWriter(w *bytes.Buffer) func(name, body string) {
 		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
 		_, _ = tw.Write([]byte(body))
 		_ = tw.Close()
+	}
+}
+
+// TestOCIFeatureFetcherUsesRuntimeCredentials: a registry requiring
+// authentication refuses the anonymous fetch; with the credentials in
+// Docker's config.json (DOCKER_CONFIG), as `docker login` writes them, the
+// fetch succeeds.
+func TestOCIFeatureFetcherUsesRuntimeCredentials(t *testing.T) {
+	auth := registrytest.Auth{User: "feature-reader", Password: "pw-" + t.Name()}
+	reg := registrytest.Start(t, auth)
+	ref := reg + "/features/private:1"
+	registrytest.PushFeature(t, ref, writeFeature(t, t.TempDir(), featureFiles("private", `{"id": "private"}`)),
+		remote.WithAuth(&authn.Basic{Username: auth.User, Password: auth.Password}))
+	cfgDir := t.TempDir()
+	t.Setenv("DOCKER_CONFIG", cfgDir)
+	t.Setenv("REGISTRY_AUTH_FILE", filepath.Join(cfgDir, "none.json"))
+	if _, _, err := NewOCIFeatureFetcher(t.TempDir()).Fetch(ref); err == nil {
+		t.Fatal("anonymous Fetch from a registry requiring authentication succeeded")
+	}
+	cfg := fmt.Sprintf(`{"auths": {%q: {"auth": %q}}}`, reg, base64.StdEncoding.EncodeToString([]byte(auth.User+":"+auth.Password)))
+	if err := os.WriteFile(filepath.Join(cfgDir, "config.json"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, digest, err := NewOCIFeatureFetcher(t.TempDir()).Fetch(ref); err != nil || !strings.HasPrefix(digest, "sha256:") {
+		t.Fatalf("Fetch with Docker's credentials = %q, %v", digest, err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // FeatureLayerMediaType is the devcontainer feature layer's media type
@@ -25,10 +26,15 @@ import (
 // product code).
 const FeatureLayerMediaType = "application/vnd.devcontainers.layer.v1+tar"
 
+// Auth, when set on Start, makes the registry require HTTP basic
+// authentication (htpasswd) for every request.
+type Auth struct{ User, Password string }
+
 // Start runs docker-registry on a free 127.0.0.1 port with storage in a
-// temp dir until the test ends, and returns its host:port. It skips
-// without the binary, except under CI=true, where it fails.
-func Start(t testing.TB) string {
+// temp dir until the test ends, and returns its host:port. With auth, it
+// requires those credentials. It skips without the binary, except under
+// CI=true, where it fails.
+func Start(t testing.TB, auth ...Auth) string {
 	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
@@ -46,6 +52,17 @@ func Start(t testing.TB) string {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yml")
 	body := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)
+	for _, a := range auth {
+		hash, err := bcrypt.GenerateFromPassword([]byte(a.Password), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		htpasswd := filepath.Join(dir, "htpasswd")
+		if err := os.WriteFile(htpasswd, []byte(a.User+":"+string(hash)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		body += fmt.Sprintf("auth:\n  htpasswd:\n    realm: test\n    path: %s\n", htpasswd)
+	}
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +88,8 @@ func Start(t testing.TB) string {
 
 // PushFeature pushes the directory dir to ref as a devcontainer feature:
 // an OCI manifest with one uncompressed tar layer of FeatureLayerMediaType.
-func PushFeature(t testing.TB, ref, dir string) {
+// opts are passed to remote.Write (e.g. remote.WithAuth).
+func PushFeature(t testing.TB, ref, dir string, opts ...remote.Option) {
 	t.Helper()
 	var tarball bytes.Buffer
 	cmd := exec.Command("tar", "-C", dir, "-cf", "-", ".")
@@ -89,7 +107,7 @@ func PushFeature(t testing.TB, ref, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(r, img); err != nil {
+	if err := remote.Write(r, img, opts...); err != nil {
 		t.Fatalf("pushing %s: %v", ref, err)
 	}
 }
