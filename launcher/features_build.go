@@ -91,16 +91,19 @@ func buildFeaturesImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOp
 		return fmt.Errorf("installing features: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	remoteUser := p.User
+	remoteUser, containerUser := p.User, p.ContainerUser
+	if containerUser == "" {
+		containerUser = user
+	}
 	if remoteUser == "" {
-		remoteUser = user
+		remoteUser = containerUser
 	}
 	for i, f := range p.Features {
 		dst := filepath.Join(dir, strconv.Itoa(i))
 		if err := copyTree(f.Dir, dst); err != nil {
 			return fmt.Errorf("installing feature %q: copying it: %w", f.Ref, err)
 		}
-		env := map[string]string{"_REMOTE_USER": remoteUser, "_CONTAINER_USER": user}
+		env := map[string]string{"_REMOTE_USER": remoteUser, "_CONTAINER_USER": containerUser}
 		for k, v := range f.Env {
 			env[k] = v
 		}

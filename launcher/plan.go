@@ -120,6 +120,9 @@ type Plan struct {
 	// User is the image user the agent runs as (devcontainer remoteUser,
 	// else containerUser); empty means the image's USER.
 	User string `json:"user,omitempty"`
+	// ContainerUser is the devcontainer's containerUser (features see it
+	// as _CONTAINER_USER); empty when unset.
+	ContainerUser string `json:"container_user,omitempty"`
 	// UpdateRemoteUserUID remaps User's uid/gid to the project owner's
 	// (devcontainer updateRemoteUserUID; default true).
 	UpdateRemoteUserUID bool `json:"update_remote_user_uid"`
@@ -231,7 +234,7 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 		dc.Build.Args = substituteMap(dc.Build.Args, p.Vars(opts.LocalEnv, nil))
 	}
 	p.RunArgs, p.Refused = dc.RunArgs, append(p.Refused, dc.Refused...)
-	p.User = dc.RemoteUser
+	p.User, p.ContainerUser = dc.RemoteUser, dc.ContainerUser
 	if p.User == "" {
 		p.User = dc.ContainerUser
 	}
