@@ -59,6 +59,24 @@ type DevContainer struct {
 	// ContainerEnv is "containerEnv", applied to the sandbox at launch; nil
 	// when absent.
 	ContainerEnv map[string]string
+	// RemoteEnv is "remoteEnv", applied after ContainerEnv (values may use
+	// ${containerEnv:VAR}); a null value is dropped. Nil when absent.
+	RemoteEnv map[string]string
+	// Mounts is "mounts"; WorkspaceMount is "workspaceMount" (nil when
+	// absent) and WorkspaceFolder "workspaceFolder". Variables unresolved.
+	Mounts          []DevContainerMount
+	WorkspaceMount  *DevContainerMount
+	WorkspaceFolder string
+	// Lifecycle are the in-sandbox lifecycle commands in the order they
+	// run (onCreateCommand, updateContentCommand, postCreateCommand,
+	// postStartCommand); InitializeCommand runs on the host (nil when
+	// absent). Variables unresolved.
+	Lifecycle         []LifecycleStep
+	InitializeCommand *LifecycleStep
+	// Features is "features", in the file's order, and
+	// OverrideFeatureInstallOrder "overrideFeatureInstallOrder".
+	Features                    []DevContainerFeature
+	OverrideFeatureInstallOrder []string
 	// Aileron is "customizations.aileron"; zero when absent.
 	Aileron AileronSettings
 	// RemoteUser and ContainerUser are "remoteUser" and "containerUser":
@@ -68,6 +86,13 @@ type DevContainer struct {
 	// UpdateRemoteUserUID is "updateRemoteUserUID"; nil when absent (which
 	// means true, as in the devcontainer CLI on Linux).
 	UpdateRemoteUserUID *bool
+	// RunArgs are the accepted "runArgs", each as --flag or --flag=value
+	// (see AllowedRunArgs); nil when none.
+	RunArgs []string
+	// Refused lists the settings the sandbox refuses (privileged, capAdd,
+	// runArgs off the allow-list, ...), each naming its key and why. A
+	// plan carrying them is shown but never run.
+	Refused []ConfigProblem
 	// Ignored lists top-level and build keys that are valid devcontainer
 	// settings but that aileron-proxy does not apply (features, mounts, ...),
 	// sorted, for warnings.
@@ -83,6 +108,12 @@ type DevContainerBuild struct {
 	Context string
 	// Args is "build.args", passed as --build-arg; nil when absent.
 	Args map[string]string
+	// Target is "build.target", the stage to build; empty means the last.
+	Target string
+	// CacheFrom is "build.cacheFrom" (a string or an array of images).
+	CacheFrom []string
+	// Options are the accepted "build.options" (see allowedBuildOptions).
+	Options []string
 }
 
 // AileronSettings is "customizations.aileron".
@@ -98,11 +129,12 @@ type AileronSettings struct {
 // ConfigProblem is one error in a devcontainer.json, located in the file.
 type ConfigProblem struct {
 	// Line and Column are 1-based; zero when the problem has no location.
-	Line, Column int
+	Line   int `json:"line,omitempty"`
+	Column int `json:"column,omitempty"`
 	// Key is the dotted key path, e.g. "customizations.aileron.mediation".
-	Key string
+	Key string `json:"key"`
 	// Message says what is wrong and what to write instead.
-	Message string
+	Message string `json:"message"`
 }
 
 // ConfigError lists every problem found in one devcontainer.json.
@@ -133,13 +165,9 @@ func (e *ConfigError) Error() string {
 // but not applied by aileron-proxy; it produces a warning, not an error.
 func isIgnoredTopLevel(name string) bool {
 	switch name {
-	case "features", "mounts", "runArgs", "remoteEnv",
-		"postCreateCommand", "postStartCommand", "postAttachCommand", "onCreateCommand",
-		"updateContentCommand", "initializeCommand", "workspaceFolder", "workspaceMount",
-		"dockerComposeFile", "service", "forwardPorts", "appPort", "capAdd", "securityOpt",
-		"privileged", "init", "overrideCommand", "shutdownAction",
-		"userEnvProbe", "hostRequirements", "portsAttributes", "otherPortsAttributes", "waitFor",
-		"overrideFeatureInstallOrder":
+	case "postAttachCommand",
+		"service", "overrideCommand", "shutdownAction",
+		"userEnvProbe", "hostRequirements", "portsAttributes", "otherPortsAttributes", "waitFor":
 		return true
 	}
 	return false
@@ -160,6 +188,9 @@ func ParseDevContainer(path string, data []byte) (*DevContainer, error) {
 		return nil, &ConfigError{Path: path, Problems: p.problems}
 	}
 	sort.Strings(p.dc.Ignored)
+	sort.SliceStable(p.dc.Lifecycle, func(i, j int) bool {
+		return slices.Index(lifecycleKeys, p.dc.Lifecycle[i].Key) < slices.Index(lifecycleKeys, p.dc.Lifecycle[j].Key)
+	})
 	return p.dc, nil
 }
 
@@ -311,6 +342,28 @@ func (p *dcParser) parse(root *hujson.Value) {
 			}
 		case "containerEnv":
 			p.dc.ContainerEnv = p.stringMap(m.value, "containerEnv")
+		case "features":
+			p.parseFeatures(m.value)
+		case "overrideFeatureInstallOrder":
+			p.dc.OverrideFeatureInstallOrder = p.strings(m.value, m.name)
+		case "mounts":
+			p.dc.Mounts = p.parseMounts(m.value)
+		case "workspaceMount":
+			if wm, ok := p.parseMount(m.value, "workspaceMount"); ok {
+				p.dc.WorkspaceMount = &wm
+			}
+		case "workspaceFolder":
+			p.dc.WorkspaceFolder, _ = p.str(m.value, "workspaceFolder", false)
+		case "onCreateCommand", "updateContentCommand", "postCreateCommand", "postStartCommand":
+			if step, ok := p.parseLifecycle(m.value, m.name); ok {
+				p.dc.Lifecycle = append(p.dc.Lifecycle, step)
+			}
+		case "initializeCommand":
+			if step, ok := p.parseLifecycle(m.value, m.name); ok {
+				p.dc.InitializeCommand = &step
+			}
+		case "remoteEnv":
+			p.dc.RemoteEnv = p.stringMap(dropNulls(m.value), "remoteEnv")
 		case "customizations":
 			p.parseCustomizations(m.value)
 		case "remoteUser":
@@ -326,7 +379,7 @@ func (p *dcParser) parse(root *hujson.Value) {
 			b := lit.Kind() == 't'
 			p.dc.UpdateRemoteUserUID = &b
 		default:
-			if isIgnoredTopLevel(m.name) {
+			if !p.parseRefusable(m) && isIgnoredTopLevel(m.name) {
 				p.dc.Ignored = append(p.dc.Ignored, m.name)
 			}
 		}
@@ -360,6 +413,16 @@ func (p *dcParser) parseBuild(v *hujson.Value) {
 			}
 		case "args":
 			b.Args = p.stringMap(m.value, key)
+		case "target":
+			b.Target, _ = p.str(m.value, key, false)
+		case "cacheFrom":
+			if _, isArr := m.value.Value.(*hujson.Array); isArr {
+				b.CacheFrom = p.strings(m.value, key)
+			} else if s, ok := p.str(m.value, key, false); ok {
+				b.CacheFrom = []string{s}
+			}
+		case "options":
+			b.Options = p.allowedFlags(m.value, key, allowedBuildOptions, "the build could reach host files, credentials or networks")
 		default:
 			p.dc.Ignored = append(p.dc.Ignored, key)
 		}

@@ -52,7 +52,7 @@ func TestParseDevContainerJSONC(t *testing.T) {
 			Mediation:       MediationDefault,
 			ApprovalSurface: ApprovalSurfaceCLI,
 		},
-		Ignored: []string{"features"},
+		Features: []DevContainerFeature{{Ref: "ghcr.io/devcontainers/features/node:1", Options: map[string]string{}, Line: 14, Column: 16}},
 	}
 	if !reflect.DeepEqual(dc, want) {
 		t.Errorf("ParseDevContainer =\n%+v\nwant\n%+v", dc, want)
@@ -207,6 +207,10 @@ func FuzzParseDevContainer(f *testing.F) {
 	f.Add([]byte(`{"dockerFile": "../Dockerfile", "context": "..",}`))
 	f.Add([]byte(`{"build": {"dockerFile": 5}, "customizations": {"aileron": {"mediation": "x"}}}`))
 	f.Add([]byte("{\n\"customizations\": {\"aileron\": {\n\"approval_surface\": \"web\",}}}"))
+	f.Add([]byte(`{"image": "x", "runArgs": ["--memory", "1g", "--privileged", "-v", "/:/h"], "capAdd": ["X"], "privileged": true, "securityOpt": ["label=disable"]}`))
+	f.Add([]byte(`{"image": "x", "mounts": ["source=/a,target=/b,type=bind,ro", {"type": "volume", "target": "/v"}], "workspaceMount": "source=/p,target=/w"}`))
+	f.Add([]byte(`{"image": "x", "postCreateCommand": {"a": "echo", "b": ["ls", "-l"]}, "onCreateCommand": ["x"], "initializeCommand": "y"}`))
+	f.Add([]byte(`{"image": "x", "features": {"./f": {"v": 1, "b": true}, "reg/x:1": "2", "reg/y": false}, "build": {"dockerfile": "D", "options": ["--pull", "--network=host"], "cacheFrom": ["c"]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dc, err := ParseDevContainer("dc.json", data)
 		if err != nil {
@@ -223,6 +227,28 @@ func FuzzParseDevContainer(f *testing.F) {
 		}
 		if s := dc.Aileron.ApprovalSurface; s != "" && !slices.Contains(acceptedApprovalSurface(), string(s)) {
 			t.Errorf("ParseDevContainer(%q): approval surface %q", data, s)
+		}
+		// Only allow-listed run flags pass; every refusal says so.
+		for _, a := range dc.RunArgs {
+			name, _, _ := strings.Cut(a, "=")
+			if _, ok := allowedRunArgs[name]; !ok {
+				t.Errorf("ParseDevContainer(%q): runArgs kept %q", data, a)
+			}
+		}
+		for _, r := range dc.Refused {
+			if r.Key == "" || !strings.HasPrefix(r.Message, "refused: ") {
+				t.Errorf("ParseDevContainer(%q): refusal %+v without key or reason", data, r)
+			}
+		}
+		for _, m := range dc.Mounts {
+			if (m.Type != "bind" && m.Type != "volume") || m.Target == "" || (m.Type == "bind" && m.Source == "") {
+				t.Errorf("ParseDevContainer(%q): mount %+v", data, m)
+			}
+		}
+		for _, st := range dc.Lifecycle {
+			if len(st.Commands) == 0 || !slices.Contains(lifecycleKeys, st.Key) {
+				t.Errorf("ParseDevContainer(%q): lifecycle step %+v", data, st)
+			}
 		}
 	})
 }

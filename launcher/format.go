@@ -51,6 +51,15 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 			}
 			row("build args", strings.Join(args, " "))
 		}
+		if p.Build.Target != "" {
+			row("build target", p.Build.Target)
+		}
+		if len(p.Build.CacheFrom) > 0 {
+			row("cache from", strings.Join(p.Build.CacheFrom, " "))
+		}
+		if len(p.Build.Options) > 0 {
+			row("build options", strings.Join(p.Build.Options, " "))
+		}
 	}
 	switch {
 	case p.Build != nil && p.Build.ExtendsBase:
@@ -68,6 +77,9 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 	if len(p.ContainerEnv) > 0 {
 		row("container env", strings.Join(sortedKeys(p.ContainerEnv), " "))
 	}
+	if len(p.RemoteEnv) > 0 {
+		row("remote env", strings.Join(sortedKeys(p.RemoteEnv), " "))
+	}
 	user := "(the image's USER)"
 	if p.User != "" {
 		user = p.User
@@ -76,6 +88,42 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 		user += ", uid/gid remapped to the project owner's (updateRemoteUserUID)"
 	}
 	row("user", user)
+	if p.Workspace != (Mount{Source: p.ProjectDir, Target: WorkspacePath}) || p.WorkspaceFolder != WorkspacePath {
+		row("workspace", formatMount(p.Workspace)+", working directory "+p.WorkspaceFolder)
+	}
+	for _, m := range p.Mounts {
+		row("mount", formatMount(m))
+	}
+	for _, f := range p.Features {
+		desc := f.Ref + " " + shortDigest(f.Digest)
+		if f.DependedOn {
+			desc += " (a dependency)"
+		}
+		if len(f.Env) > 0 {
+			var opts []string
+			for _, k := range sortedKeys(f.Env) {
+				opts = append(opts, k+"="+f.Env[k])
+			}
+			desc += ", options " + strings.Join(opts, " ")
+		}
+		row("feature", desc)
+	}
+	if p.FeaturesImage != "" {
+		row("features image", p.FeaturesImage+" (the features installed on the image, as root)")
+	}
+	for _, st := range p.Lifecycle {
+		for _, c := range st.Commands {
+			row(st.Key, c.String())
+		}
+	}
+	if p.InitializeCommand != nil {
+		for _, c := range p.InitializeCommand.Commands {
+			row("initializeCommand", c.String()+" (on the host, only with launch --allow-host-commands)")
+		}
+	}
+	if len(p.RunArgs) > 0 {
+		row("run args", strings.Join(p.RunArgs, " "))
+	}
 	row("mediation", p.Mediation.String())
 	row("approval surface", p.ApprovalSurface.String())
 	row("egress guard", GuardSummary(nil))
@@ -84,6 +132,9 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 		row("runtime", rt.Kind+" ("+rt.Selection+")")
 	} else {
 		row("runtime", "none usable ("+rt.Selection+")")
+	}
+	for _, r := range p.Refused {
+		row("refused", fmt.Sprintf("%s (line %d): %s", r.Key, r.Line, strings.TrimPrefix(r.Message, "refused: ")))
 	}
 	for _, warn := range p.Warnings {
 		row("warning", warn)
@@ -99,4 +150,20 @@ func shortDigest(d string) string {
 		return d[:len("sha256:")+12]
 	}
 	return d
+}
+
+// formatMount is "bind SRC at TARGET[, read-only]".
+func formatMount(m Mount) string {
+	kind, src := "bind", m.Source
+	if m.Volume {
+		kind = "volume"
+		if src == "" {
+			src = "(anonymous)"
+		}
+	}
+	s := fmt.Sprintf("%s %s at %s", kind, src, m.Target)
+	if m.ReadOnly {
+		s += ", read-only"
+	}
+	return s
 }

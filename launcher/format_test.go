@@ -18,6 +18,7 @@ func normalize(s, dir string) string {
 	s = strings.ReplaceAll(s, dir, "$PROJECT")
 	s = regexp.MustCompile(`sha256:[0-9a-f]{12,64}`).ReplaceAllString(s, "sha256:<digest>")
 	s = regexp.MustCompile(`(aileron/sandbox-[a-z0-9-]+):[0-9a-f]{12}\b`).ReplaceAllString(s, "$1:<digest>")
+	s = regexp.MustCompile(`"devcontainer_id": "[0-9a-v]{52}"`).ReplaceAllString(s, `"devcontainer_id": "<id>"`)
 	return strings.ReplaceAll(s, BaseVersion, "<version>")
 }
 
@@ -51,7 +52,7 @@ func TestPlanOutputGolden(t *testing.T) {
   // JSONC with comments and trailing commas
   "build": {"dockerfile": "Dockerfile", "context": "..", "args": {"B": "2", "A": "1",},},
   "containerEnv": {"EDITOR": "vi", "PAGER": "less",},
-  "features": {},
+  "shutdownAction": "none",
   "customizations": {"aileron": {"approval_surface": "cli",},},
 }`,
 			".devcontainer/Dockerfile": "FROM aileron/sandbox-base:" + BaseVersion + "\n",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -104,6 +105,14 @@ type LaunchConfig struct {
 	// GuardBinary is the host path of a static aileron-proxy (see
 	// GuardHelper) that the egress guard's holder runs; required.
 	GuardBinary string
+	// LocalEnv resolves ${localEnv:VAR} in containerEnv and remoteEnv: the
+	// environment of the process that asked for the launch; nil means
+	// os.LookupEnv.
+	LocalEnv func(string) (string, bool)
+	// AllowHostCommands lets the devcontainer's initializeCommand run on
+	// the host (launch --allow-host-commands); without it a plan with one
+	// is refused.
+	AllowHostCommands bool
 	// CleanupTimeout bounds each teardown step (removing the container,
 	// the network, ending the session); zero means DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
@@ -130,6 +139,12 @@ func (cfg *LaunchConfig) validate() error {
 	}
 	if cfg.Plan.Tier == TierUnset {
 		return errors.New("launching: the plan has no tier (use NewPlan)")
+	}
+	if err := cfg.Plan.Refusal(); err != nil {
+		return err
+	}
+	if err := cfg.Plan.HostCommandsRefusal(cfg.AllowHostCommands); err != nil {
+		return err
 	}
 	if len(cfg.Agent) == 0 || strings.TrimSpace(cfg.Agent[0]) == "" {
 		return errors.New("launching: no agent command given (pass it after --, e.g. `aileron-proxy launch -- claude`)")
@@ -261,6 +276,11 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	}
 
 	plan := cfg.Plan
+	if cfg.AllowHostCommands {
+		if err := RunInitializeCommand(ctx, plan, cfg.LocalEnv, cfg.Stderr); err != nil {
+			return 0, err
+		}
+	}
 	if _, err := Prepare(ctx, l.rt, plan, PrepareOptions{Policy: cfg.BuildPolicy, Output: cfg.Stderr}); err != nil {
 		return 0, err
 	}
@@ -294,13 +314,18 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	resolved, err := resolveSandbox(ctx, l.rt, plan, user, cfg.LocalEnv)
+	if err != nil {
+		return 0, err
+	}
 	env, warnings, err := SandboxEnv(SandboxEnvInput{
 		Session:      sess,
 		ProxyAddr:    proxyRelay.Addr(),
 		APIURL:       cfg.Daemon.APIURL,
 		APIAddr:      apiRelay.Addr(),
 		HostAlias:    l.rt.HostAlias(),
-		ContainerEnv: plan.ContainerEnv,
+		ContainerEnv: resolved.containerEnv,
+		RemoteEnv:    resolved.remoteEnv,
 	})
 	if err != nil {
 		return 0, err
@@ -312,20 +337,23 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	entrypoint, cmd, scriptEnv := agentCommand(cfg.Agent, resolved.lifecycle)
+	maps.Copy(env, scriptEnv)
 	run := RunRequest{
 		Image:           user.Image,
 		User:            user.User,
-		Entrypoint:      agent,
-		Cmd:             cfg.Agent[1:],
+		Entrypoint:      entrypoint,
+		Cmd:             cmd,
 		Name:            name,
 		Network:         guard.NetworkMode,
 		DropAllCaps:     true,
 		NoNewPrivileges: true,
 		PidsLimit:       DefaultPidsLimit,
-		Workdir:         WorkspacePath,
+		Workdir:         plan.WorkspaceFolder,
 		Env:             env,
-		Mounts:          files.mounts(plan.ProjectDir, rendered),
+		Mounts:          files.mounts(plan, rendered),
 		Labels:          labels,
+		ExtraArgs:       plan.RunArgs,
 		Interactive:     true,
 		TTY:             cfg.TTY,
 		Stdin:           cfg.Stdin,

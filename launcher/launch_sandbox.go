@@ -56,13 +56,14 @@ type SandboxEnvInput struct {
 	// HostAlias is the runtime's host name (pinned to the gateway); it is
 	// added to NO_PROXY.
 	HostAlias string
-	// ContainerEnv is the devcontainer's containerEnv, applied first: it
-	// cannot override the variables launch sets.
-	ContainerEnv map[string]string
+	// ContainerEnv and RemoteEnv are the devcontainer's, resolved
+	// (Plan.ResolveEnv), applied in that order: neither can set a
+	// variable launch sets, nor any AILERON_* one.
+	ContainerEnv, RemoteEnv map[string]string
 }
 
 // SandboxEnv returns the agent's environment: the devcontainer's
-// containerEnv, then the session's variables (which win; each override is
+// containerEnv and remoteEnv, then the session's variables (which win; each override is
 // reported in warnings). It holds secrets (the API token and the proxy
 // credential), so it travels only in the runtime's 0600 env file.
 func SandboxEnv(in SandboxEnvInput) (env map[string]string, warnings []string, err error) {
@@ -118,13 +119,18 @@ func SandboxEnv(in SandboxEnvInput) (env map[string]string, warnings []string, e
 		"NODE_EXTRA_CA_CERTS": SandboxCAFile,
 		"NODE_USE_ENV_PROXY":  "1",
 	}
-	env = make(map[string]string, len(in.ContainerEnv)+len(ours))
-	for k, v := range in.ContainerEnv {
-		if _, taken := ours[k]; taken {
-			warnings = append(warnings, fmt.Sprintf("ignoring containerEnv %s from %s: launch sets it for the session", k, DevContainerPath))
-			continue
+	env = make(map[string]string, len(in.ContainerEnv)+len(in.RemoteEnv)+len(ours))
+	for _, layer := range []struct {
+		key  string
+		vars map[string]string
+	}{{"containerEnv", in.ContainerEnv}, {"remoteEnv", in.RemoteEnv}} {
+		for k, v := range layer.vars {
+			if _, taken := ours[k]; taken || strings.HasPrefix(k, "AILERON_") {
+				warnings = append(warnings, fmt.Sprintf("ignoring %s %s from %s: launch sets it for the session (AILERON_*, proxy and CA variables are reserved)", layer.key, k, DevContainerPath))
+				continue
+			}
+			env[k] = v
 		}
-		env[k] = v
 	}
 	sort.Strings(warnings)
 	for k, v := range ours {
@@ -267,13 +273,14 @@ func copyTree(src, dst string) error {
 	})
 }
 
-// mounts lists the sandbox's bind mounts: the project read-write at
-// WorkspacePath, everything else read-only.
-func (f *sandboxFiles) mounts(projectDir string, r *shims.Rendered) []Mount {
-	ms := []Mount{
-		{Source: projectDir, Target: WorkspacePath},
-		{Source: filepath.Join(f.tools, shims.ToolsFile), Target: SandboxToolsFile, ReadOnly: true},
-	}
+// mounts lists the sandbox's mounts: the project (workspace, read-write
+// by default) and the devcontainer's checked mounts (Plan.Mounts), then
+// launch's own, read-only.
+func (f *sandboxFiles) mounts(plan *Plan, r *shims.Rendered) []Mount {
+	ms := append([]Mount{plan.Workspace}, plan.Mounts...)
+	ms = append(ms,
+		Mount{Source: filepath.Join(f.tools, shims.ToolsFile), Target: SandboxToolsFile, ReadOnly: true},
+	)
 	for _, s := range r.Shims {
 		ms = append(ms, Mount{Source: filepath.Join(f.tools, shims.BinDir, s.Command), Target: SandboxShimsDir + "/" + s.Command, ReadOnly: true})
 	}

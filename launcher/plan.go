@@ -62,6 +62,17 @@ const DevContainerPath = ".devcontainer/devcontainer.json"
 type PlanOptions struct {
 	// BaseVersion is the sandbox-base tag; empty means BaseVersion.
 	BaseVersion string
+	// LocalEnv resolves ${localEnv:VAR} in build.args; nil means
+	// os.LookupEnv (the environment of the launching process).
+	LocalEnv func(string) (string, bool)
+	// AileronHome is $AILERON_HOME, which no mount may expose; empty means
+	// $AILERON_HOME, else ~/.aileron.
+	AileronHome string
+	// MountRules overrides DefaultMountRules(AileronHome) (tests).
+	MountRules *MountRules
+	// FeatureFetcher fetches OCI features; nil means
+	// NewOCIFeatureFetcher("") (the default cache directory).
+	FeatureFetcher FeatureFetcher
 }
 
 // Plan is the normalized composition of one project's sandbox: which image
@@ -80,11 +91,38 @@ type Plan struct {
 	Build *BuildSpec `json:"build,omitempty"`
 	// DevContainer is the absolute path of devcontainer.json; empty in Tier 0.
 	DevContainer string `json:"devcontainer,omitempty"`
-	// ContainerEnv is the devcontainer's containerEnv; nil when none.
+	// ContainerEnv and RemoteEnv are the devcontainer's containerEnv and
+	// remoteEnv as written (variables unresolved: ResolveEnv resolves them
+	// at launch); nil when none.
 	ContainerEnv map[string]string `json:"container_env,omitempty"`
+	RemoteEnv    map[string]string `json:"remote_env,omitempty"`
+	// Workspace is the project's mount (devcontainer workspaceMount;
+	// default ProjectDir at WorkspacePath) and WorkspaceFolder the
+	// agent's working directory (workspaceFolder; default Workspace's
+	// target).
+	Workspace       Mount  `json:"workspace"`
+	WorkspaceFolder string `json:"workspace_folder"`
+	// Mounts are the devcontainer's mounts, resolved and checked
+	// (MountRules); nil when none.
+	Mounts []Mount `json:"mounts,omitempty"`
+	// Features are the devcontainer's features, resolved, in install
+	// order; FeaturesImage is the derived image installing them on Image
+	// (see RunImage). Empty when none.
+	Features      []*Feature `json:"features,omitempty"`
+	FeaturesImage string     `json:"features_image,omitempty"`
+	// Lifecycle are the devcontainer's in-sandbox lifecycle commands, in
+	// the order they run before the agent; InitializeCommand runs on the
+	// host, only when launch is given --allow-host-commands. As written.
+	Lifecycle         []LifecycleStep `json:"lifecycle,omitempty"`
+	InitializeCommand *LifecycleStep  `json:"initialize_command,omitempty"`
+	// DevContainerID is ${devcontainerId}; empty in Tier 0.
+	DevContainerID string `json:"devcontainer_id,omitempty"`
 	// User is the image user the agent runs as (devcontainer remoteUser,
 	// else containerUser); empty means the image's USER.
 	User string `json:"user,omitempty"`
+	// ContainerUser is the devcontainer's containerUser (features see it
+	// as _CONTAINER_USER); empty when unset.
+	ContainerUser string `json:"container_user,omitempty"`
 	// UpdateRemoteUserUID remaps User's uid/gid to the project owner's
 	// (devcontainer updateRemoteUserUID; default true).
 	UpdateRemoteUserUID bool `json:"update_remote_user_uid"`
@@ -92,6 +130,12 @@ type Plan struct {
 	// with defaults applied.
 	Mediation       Mediation       `json:"mediation"`
 	ApprovalSurface ApprovalSurface `json:"approval_surface"`
+	// RunArgs are the devcontainer's accepted runArgs (and "init"),
+	// appended to the agent's run; nil when none.
+	RunArgs []string `json:"run_args,omitempty"`
+	// Refused are the devcontainer settings the sandbox refuses; a plan
+	// with any is shown by `sandbox plan` but Refusal stops everything else.
+	Refused []ConfigProblem `json:"refused,omitempty"`
 	// Warnings are survivable oddities (ignored keys, a stale FROM), sorted.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -106,6 +150,11 @@ type BuildSpec struct {
 	Context    string `json:"context,omitempty"`
 	// Args are passed as --build-arg; nil when none.
 	Args map[string]string `json:"args,omitempty"`
+	// Target, CacheFrom and Options are devcontainer build.target,
+	// build.cacheFrom and the accepted build.options.
+	Target    string   `json:"target,omitempty"`
+	CacheFrom []string `json:"cache_from,omitempty"`
+	Options   []string `json:"options,omitempty"`
 	// ExtendsBase is true when a FROM names BaseImage, which is then built
 	// (or checked) first.
 	ExtendsBase bool `json:"extends_base"`
@@ -153,6 +202,8 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 		Mediation:           MediationDefault,
 		ApprovalSurface:     ApprovalSurfaceBoth,
 		UpdateRemoteUserUID: true,
+		Workspace:           Mount{Source: abs, Target: WorkspacePath},
+		WorkspaceFolder:     WorkspacePath,
 	}
 	dcPath := filepath.Join(abs, filepath.FromSlash(DevContainerPath))
 	data, err := os.ReadFile(dcPath)
@@ -173,8 +224,17 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 		return nil, err
 	}
 	p.DevContainer = dcPath
-	p.ContainerEnv = dc.ContainerEnv
-	p.User = dc.RemoteUser
+	p.ContainerEnv, p.RemoteEnv = dc.ContainerEnv, dc.RemoteEnv
+	p.DevContainerID = DevContainerID(abs, dcPath)
+	p.Lifecycle, p.InitializeCommand = dc.Lifecycle, dc.InitializeCommand
+	if err := p.planMounts(dc, opts); err != nil {
+		return nil, err
+	}
+	if dc.Build != nil {
+		dc.Build.Args = substituteMap(dc.Build.Args, p.Vars(opts.LocalEnv, nil))
+	}
+	p.RunArgs, p.Refused = dc.RunArgs, append(p.Refused, dc.Refused...)
+	p.User, p.ContainerUser = dc.RemoteUser, dc.ContainerUser
 	if p.User == "" {
 		p.User = dc.ContainerUser
 	}
@@ -188,7 +248,7 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 		p.ApprovalSurface = dc.Aileron.ApprovalSurface
 	}
 	if len(dc.Ignored) > 0 {
-		p.warnf("%s: ignoring %s: aileron-proxy does not apply them; install tools in the Dockerfile instead", DevContainerPath, strings.Join(dc.Ignored, ", "))
+		p.warnf("%s: ignoring %s: aileron-proxy does not apply them (docs/launcher.md lists every key)", DevContainerPath, strings.Join(dc.Ignored, ", "))
 	}
 	switch {
 	case dc.Aileron.Image != "":
@@ -211,7 +271,11 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 	default:
 		return nil, fmt.Errorf("planning from %s: set build.dockerfile or image (run `aileron-proxy sandbox init --force` for the starter), or delete the file to use %s", dcPath, p.BaseImage)
 	}
+	if err := p.planFeatures(filepath.Dir(dcPath), dc, opts); err != nil {
+		return nil, err
+	}
 	sort.Strings(p.Warnings)
+	sort.SliceStable(p.Refused, func(i, j int) bool { return p.Refused[i].Line < p.Refused[j].Line })
 	return p, nil
 }
 
@@ -229,7 +293,7 @@ func (p *Plan) planBuild(dcDir string, b *DevContainerBuild) error {
 	if st, err := os.Stat(context); err != nil || !st.IsDir() {
 		return fmt.Errorf("checking build.context %q: %s is not a directory (it is relative to .devcontainer/; fix it in %s)", b.Context, context, DevContainerPath)
 	}
-	spec := &BuildSpec{Dockerfile: dockerfile, Context: context, Args: b.Args}
+	spec := &BuildSpec{Dockerfile: dockerfile, Context: context, Args: b.Args, Target: b.Target, CacheFrom: b.CacheFrom, Options: b.Options}
 	for _, from := range dockerfileFroms(df, b.Args) {
 		switch {
 		case sameImage(from, p.BaseImage):
@@ -242,6 +306,9 @@ func (p *Plan) planBuild(dcDir string, b *DevContainerBuild) error {
 	fmt.Fprintf(h, "context=%s\nbase=%s\n", context, p.BaseImage)
 	for _, k := range sortedKeys(b.Args) {
 		fmt.Fprintf(h, "arg %q=%q\n", k, b.Args[k])
+	}
+	if b.Target != "" {
+		fmt.Fprintf(h, "target=%q\n", b.Target)
 	}
 	h.Write(df)
 	sum := hex.EncodeToString(h.Sum(nil))

@@ -115,13 +115,13 @@ func TestNewPlanTiers(t *testing.T) {
 		{
 			name: "tier 1 image without build",
 			files: map[string]string{
-				DevContainerPath: `{"image": "mcr.microsoft.com/devcontainers/base:bookworm", "features": {}, "mounts": []}`,
+				DevContainerPath: `{"image": "mcr.microsoft.com/devcontainers/base:bookworm", "shutdownAction": "none", "postAttachCommand": "x"}`,
 			},
 			check: func(t *testing.T, dir string, p *Plan) {
 				if p.Tier != TierDevcontainer || p.Image != "mcr.microsoft.com/devcontainers/base:bookworm" || p.Build != nil {
 					t.Errorf("plan = %+v, want tier 1 using the image as is", p)
 				}
-				if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "ignoring features, mounts: aileron-proxy does not apply them") {
+				if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "ignoring postAttachCommand, shutdownAction: aileron-proxy does not apply them (docs/launcher.md") {
 					t.Errorf("Warnings = %q, want the ignored keys named", p.Warnings)
 				}
 			},

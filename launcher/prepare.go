@@ -61,8 +61,18 @@ var ErrImageMissing = errors.New("image missing")
 // Tier 0 builds the embedded sandbox-base; Tier 1 builds sandbox-base first
 // when the Dockerfile extends it, then the Dockerfile; images used as is
 // (Tier 2, or a devcontainer "image") are pulled when missing unless the
-// policy is BuildNever.
+// policy is BuildNever. Then a plan with devcontainer features gets its
+// features image (FeaturesImage, built when missing, or always under
+// BuildAlways), which res.Image names.
 func Prepare(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) (PrepareResult, error) {
+	res, err := prepareImage(ctx, rt, p, opts)
+	if err == nil {
+		err = prepareFeatures(ctx, rt, p, opts, &res)
+	}
+	return res, err
+}
+
+func prepareImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) (PrepareResult, error) {
 	res := PrepareResult{Image: p.Image}
 	switch opts.Policy {
 	case BuildAuto, BuildAlways, BuildNever:
@@ -71,6 +81,9 @@ func Prepare(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) (Pre
 	}
 	if p.Tier == TierUnset {
 		return res, errors.New("preparing the sandbox image: the plan has no tier (use NewPlan)")
+	}
+	if err := p.Refusal(); err != nil {
+		return res, err
 	}
 	if p.Build == nil {
 		exists, err := imagePresent(ctx, rt, p.Image, opts.Policy, " locally and --sandbox-build=never forbids pulling (pull or load it, or use --sandbox-build=auto)")
@@ -108,6 +121,9 @@ func Prepare(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) (Pre
 		Dockerfile: p.Build.Dockerfile,
 		Context:    p.Build.Context,
 		Args:       p.Build.Args,
+		Target:     p.Build.Target,
+		CacheFrom:  p.Build.CacheFrom,
+		Options:    p.Build.Options,
 		Labels:     map[string]string{LabelManaged: "true", LabelDefinition: p.Build.Digest},
 		Network:    opts.Network,
 		Output:     opts.Output,

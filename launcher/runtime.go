@@ -101,8 +101,12 @@ func exitError(err error) error {
 
 // Mount is a bind mount of a host path into the container.
 type Mount struct {
-	Source, Target string
-	ReadOnly       bool
+	Source   string `json:"source,omitempty"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readonly,omitempty"`
+	// Volume makes Source a named volume (empty: anonymous), not a host
+	// path.
+	Volume bool `json:"volume,omitempty"`
 }
 
 // BuildRequest is one image build.
@@ -116,6 +120,11 @@ type BuildRequest struct {
 	// Network is the build containers' network ("" = the runtime default,
 	// which must reach the package mirrors the Dockerfile uses).
 	Network string
+	// Target is the stage to build (--target); empty means the last.
+	Target string
+	// CacheFrom are --cache-from images; Options are extra flags from an
+	// allow-list (devcontainer build.options), placed before the context.
+	CacheFrom, Options []string
 	// Output receives the build log; nil keeps the tail for the error.
 	Output io.Writer
 }
@@ -159,6 +168,9 @@ type RunRequest struct {
 	// PidsLimit caps the container's processes and threads; zero means
 	// the runtime's default.
 	PidsLimit int
+	// ExtraArgs are appended to the run flags (the devcontainer's
+	// allow-listed runArgs, see AllowedRunArgs).
+	ExtraArgs []string
 	// Stdin, Stdout and Stderr connect to the container; nil discards.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -362,6 +374,13 @@ func (r *cliRuntime) Build(ctx context.Context, req BuildRequest) error {
 	if req.Network != "" {
 		args = append(args, "--network", req.Network)
 	}
+	if req.Target != "" {
+		args = append(args, "--target", req.Target)
+	}
+	for _, c := range req.CacheFrom {
+		args = append(args, "--cache-from", c)
+	}
+	args = append(args, req.Options...)
 	args = append(args, req.Context)
 	r.debugExec(args)
 	out := req.Output
@@ -509,11 +528,17 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 	}
 	for _, m := range req.Mounts {
 		for _, p := range []string{m.Source, m.Target} {
-			if p == "" || strings.ContainsAny(p, ",\n\"") {
+			if (p == "" && !m.Volume) || strings.ContainsAny(p, ",\n\"") {
 				return nil, "", fmt.Errorf("mounting %q at %q: paths must be non-empty and contain no comma, quote or newline (move or rename it)", m.Source, m.Target)
 			}
 		}
 		spec := "type=bind,source=" + m.Source + ",target=" + m.Target
+		if m.Volume {
+			spec = "type=volume,target=" + m.Target
+			if m.Source != "" {
+				spec = "type=volume,source=" + m.Source + ",target=" + m.Target
+			}
+		}
 		if m.ReadOnly {
 			spec += ",readonly"
 		}
@@ -532,6 +557,7 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 	if req.TTY {
 		args = append(args, "--tty")
 	}
+	args = append(args, req.ExtraArgs...)
 	args = append(args, req.Image)
 	args = append(args, req.Cmd...)
 	return args, envFile, nil

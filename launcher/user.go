@@ -69,17 +69,18 @@ func decideUser(ownerUID, ownerGID int, ownerKnown bool, img ImageUser, requeste
 // and, when the image user must be remapped, builds (once per image ID and
 // uid/gid) the thin derived image that does it. The image must be present.
 func ResolveAgentUser(ctx context.Context, rt Runtime, plan *Plan, out io.Writer) (AgentUser, error) {
-	img, err := probeImageUser(ctx, rt, plan.Image, plan.User)
+	image := plan.RunImage()
+	img, err := probeImageUser(ctx, rt, image, plan.User)
 	if err != nil {
 		return AgentUser{}, err
 	}
 	uid, gid, known := ownerOf(plan.ProjectDir)
 	u := decideUser(uid, gid, known, img, plan.User, plan.UpdateRemoteUserUID)
-	u.Image = plan.Image
+	u.Image = image
 	if !u.Remap {
 		return u, nil
 	}
-	id, err := rt.ImageID(ctx, plan.Image)
+	id, err := rt.ImageID(ctx, image)
 	if err != nil {
 		return AgentUser{}, err
 	}
@@ -89,7 +90,7 @@ func ResolveAgentUser(ctx context.Context, rt Runtime, plan *Plan, out io.Writer
 	if err != nil || exists {
 		return u, err
 	}
-	return u, buildUIDImage(ctx, rt, plan.Image, tag, img.Name, uid, gid, out)
+	return u, buildUIDImage(ctx, rt, image, tag, img.Name, uid, gid, out)
 }
 
 // probeUserScript prints the user a container runs as.

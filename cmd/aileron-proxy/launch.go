@@ -31,6 +31,7 @@ func newLaunchCmd(a *app) *cobra.Command {
 	var (
 		sandbox, buildFlag string
 		connectors         []string
+		allowHostCommands  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "launch [--sandbox=auto|docker|podman] [--sandbox-build=auto|always|never] [--project DIR] [--connector FQN]... -- AGENT [ARGS...]",
@@ -64,6 +65,11 @@ remapped to the owner's ids in a derived image (devcontainer updateRemoteUserUID
 default true), so the agent's files belong to the project owner; a root-owned project
 runs the agent as uid 0, still with every capability dropped.
 
+The devcontainer's lifecycle commands (onCreateCommand, updateContentCommand,
+postCreateCommand, postStartCommand) run inside the sandbox, under the same lock and user,
+before AGENT; a failing one stops the launch with its exit status. initializeCommand runs
+on the host, and only with --allow-host-commands. See docs/launcher.md for every key.
+
 The guard runs this binary inside a container, so it must be statically linked
 (CGO_ENABLED=0, as make build does) or AILERON_GUARD_BINARY must name a static build.
 
@@ -90,6 +96,7 @@ Exit status: the agent's; 1 when the sandbox could not be started; 2 on usage er
 	f.StringVar(&sandbox, "sandbox", "auto", "container runtime: auto (Docker when its engine answers, else Podman), docker or podman")
 	f.StringVar(&buildFlag, "sandbox-build", "auto", "build policy: auto (build tier 0/1 when missing), always or never")
 	f.StringArrayVar(&connectors, "connector", nil, "connector FQN the session may use (repeatable; default every active connector)")
+	f.BoolVar(&allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on the host (refused without it)")
 	// Everything after AGENT belongs to the agent, flags included.
 	f.SetInterspersed(false)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -103,6 +110,7 @@ Exit status: the agent's; 1 when the sandbox could not be started; 2 on usage er
 		}
 		return a.runLaunch(cmd.Context(), launchOptions{
 			runtime: kind, build: build, project: *project, connectors: connectors, agent: args,
+			allowHostCommands: allowHostCommands,
 		})
 	}
 	return cmd
@@ -114,13 +122,21 @@ type launchOptions struct {
 	project    string
 	connectors []string
 	agent      []string
+	// allowHostCommands is --allow-host-commands.
+	allowHostCommands bool
 }
 
 func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 	log := a.consoleLogger()
 	defer log.Sync() //nolint:errcheck
-	plan, err := launcher.NewPlan(o.project, launcher.PlanOptions{})
+	plan, err := launcher.NewPlan(o.project, a.planOptions())
 	if err != nil {
+		return err
+	}
+	if err := plan.Refusal(); err != nil {
+		return err
+	}
+	if err := plan.HostCommandsRefusal(o.allowHostCommands); err != nil {
 		return err
 	}
 	for _, w := range plan.Warnings {
@@ -181,6 +197,9 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 		TTY:           isTerminal(a.stdin),
 		AuditLog:      a.homePath(daemon.AuditFile),
 		GuardBinary:   guardBin,
+		LocalEnv:      a.lookupEnv,
+
+		AllowHostCommands: o.allowHostCommands,
 	})
 	if err != nil {
 		return err
@@ -292,4 +311,17 @@ func (a *app) startInProcessDaemon(ctx context.Context, log *zap.Logger, daemonF
 func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// lookupEnv resolves devcontainer ${localEnv:VAR} from this process's
+// environment; an empty value counts as unset, as in the devcontainer CLI.
+func (a *app) lookupEnv(name string) (string, bool) {
+	v := a.getenv(name)
+	return v, v != ""
+}
+
+// planOptions are the options of every NewPlan: variables from this
+// process's environment, mounts checked against this home.
+func (a *app) planOptions() launcher.PlanOptions {
+	return launcher.PlanOptions{LocalEnv: a.lookupEnv, AileronHome: a.home}
 }

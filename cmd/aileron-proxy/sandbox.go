@@ -55,7 +55,7 @@ func (a *app) planAndRuntime(ctx context.Context, project, runtimeFlag string) (
 	if err != nil {
 		return nil, nil, usageError(err)
 	}
-	plan, err := launcher.NewPlan(project, launcher.PlanOptions{})
+	plan, err := launcher.NewPlan(project, a.planOptions())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -100,6 +100,8 @@ func newSandboxPlanCmd(a *app) *cobra.Command {
 		Short: "Show how the sandbox image would be composed",
 		Long: `Print the normalized sandbox plan: tier, image, Dockerfile, build context, base image,
 devcontainer settings and the container runtime that would be used. Nothing is built.
+Settings the sandbox refuses (privileged, capAdd, runArgs off the allow-list, ...) are listed
+with their reason, and the command then exits 1: launch, build and check refuse the same plan.
 With --runtime auto (the default) this runs ` + "`docker info`" + ` to see whether Docker answers.`,
 		Example: `  aileron-proxy sandbox plan
   aileron-proxy sandbox plan --json --runtime podman`,
@@ -113,7 +115,7 @@ With --runtime auto (the default) this runs ` + "`docker info`" + ` to see wheth
 		if err != nil {
 			return usageError(err)
 		}
-		plan, err := launcher.NewPlan(*project, launcher.PlanOptions{})
+		plan, err := launcher.NewPlan(*project, a.planOptions())
 		if err != nil {
 			return err
 		}
@@ -125,9 +127,15 @@ With --runtime auto (the default) this runs ` + "`docker info`" + ` to see wheth
 			info = launcher.RuntimeInfo{Kind: rt.Kind().String(), Selection: rt.Selection()}
 		}
 		if asJSON {
-			return launcher.WritePlanJSON(a.stdout, plan, info)
+			err = launcher.WritePlanJSON(a.stdout, plan, info)
+		} else {
+			err = launcher.WritePlanText(a.stdout, plan, info)
 		}
-		return launcher.WritePlanText(a.stdout, plan, info)
+		if err != nil {
+			return err
+		}
+		// The plan is shown in full; a refused setting still fails the command.
+		return plan.Refusal()
 	}
 	return cmd
 }
@@ -206,11 +214,11 @@ Exit status: 0 when every check passes, 1 when one fails or the image cannot be 
 		if _, err := launcher.Prepare(cmd.Context(), rt, plan, launcher.PrepareOptions{Policy: policy, Output: a.stderr}); err != nil {
 			return err
 		}
-		rep, err := launcher.Check(cmd.Context(), rt, launcher.CheckOptions{Image: plan.Image, Agent: agent, Shims: shims, BaseImage: plan.BaseImage})
+		rep, err := launcher.Check(cmd.Context(), rt, launcher.CheckOptions{Image: plan.RunImage(), Agent: agent, Shims: shims, BaseImage: plan.BaseImage})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stdout, "image %s: tier %s, runtime %s\n", plan.Image, plan.Tier, rt.Kind())
+		fmt.Fprintf(a.stdout, "image %s: tier %s, runtime %s\n", plan.RunImage(), plan.Tier, rt.Kind())
 		for _, r := range rep.Results {
 			status := "ok"
 			if !r.OK {
