@@ -29,6 +29,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
@@ -173,8 +174,8 @@ func New(cfg Config) (*Server, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("creating the API server: required config missing: %s", strings.Join(missing, ", "))
 	}
-	if _, _, err := net.SplitHostPort(cfg.ProxyAddr); err != nil {
-		return nil, fmt.Errorf("creating the API server: ProxyAddr %q is not host:port: %w", cfg.ProxyAddr, err)
+	if hp, err := hostport.New(cfg.ProxyAddr); err != nil || hp.Port == 0 {
+		return nil, fmt.Errorf("creating the API server: ProxyAddr %q is not host:port (e.g. \"127.0.0.1:8080\"): %v", cfg.ProxyAddr, err)
 	}
 	if cfg.AdvertiseProxyAddr == "" {
 		cfg.AdvertiseProxyAddr = cfg.ProxyAddr
@@ -208,8 +209,12 @@ func New(cfg Config) (*Server, error) {
 	if s.throttle, err = newAuthThrottle(cfg.Registerer); err != nil {
 		return nil, fmt.Errorf("creating the API server: registering metrics: %w", err)
 	}
-	for _, h := range cfg.AllowedHosts {
-		s.hosts[hostOnly(h)] = true
+	for i, h := range cfg.AllowedHosts {
+		hp, err := hostport.New(h)
+		if err != nil {
+			return nil, fmt.Errorf("creating the API server: AllowedHosts[%d]: %w", i, err)
+		}
+		s.hosts[hp.Host] = true
 	}
 	s.clients = newClientCache(cfg)
 	s.e = s.newEcho()
@@ -400,26 +405,16 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// hostOnly lower-cases a Host header value and strips its port and
-// brackets.
-func hostOnly(h string) string {
-	if host, _, err := net.SplitHostPort(h); err == nil {
-		h = host
-	}
-	return strings.ToLower(strings.TrimSuffix(strings.Trim(h, "[]"), "."))
-}
-
 // isAllowedHost accepts IP literals (a rebinding attack cannot make a
-// browser send one it did not resolve), "localhost" and AllowedHosts.
+// browser send one it did not resolve), "localhost" and AllowedHosts. The
+// Host header is parsed with the one host grammar (internal/hostport); a
+// value it refuses is not allowed.
 func (s *Server) isAllowedHost(h string) bool {
-	host := hostOnly(h)
-	if host == "" {
+	hp, err := hostport.New(h)
+	if err != nil {
 		return false
 	}
-	if net.ParseIP(host) != nil {
-		return true
-	}
-	return s.hosts[host]
+	return hp.IsIP() || s.hosts[hp.Host]
 }
 
 // bearer returns the token of an "Authorization: Bearer" header.

@@ -43,6 +43,9 @@ func TestForbiddenImports(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if path == "github.com/aileron-dev/aileron-proxy/internal/hostport" {
+				continue // the one host grammar, a leaf shared by policy, ca and proxy
+			}
 			for bad, why := range forbidden {
 				if path == bad || strings.HasSuffix(bad, "/") && strings.HasPrefix(path, bad) {
 					t.Errorf("%s imports %q: %s", name, path, why)

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"net/netip"
 	"sort"
 	"strings"
 )
@@ -143,7 +142,7 @@ func inspectPath(p string) (nseg int, problem string) {
 		if seg == "" && j >= 0 {
 			return 0, pathEmptySegment
 		}
-		if problem := checkSegment(seg, true); problem != "" {
+		if problem := checkSegment(seg); problem != "" {
 			return 0, problem
 		}
 		if j < 0 {
@@ -154,9 +153,12 @@ func inspectPath(p string) (nseg int, problem string) {
 }
 
 // checkSegment reports what makes one raw path segment non-canonical, or "".
-// strict (requests) also refuses bytes that URL.EscapedPath always escapes;
-// spec literals may hold them unescaped.
-func checkSegment(seg string, strict bool) string {
+// It is the one segment grammar: spec validation (checkPath), compilation
+// (compilePath) and request matching (inspectPath) all apply it, so a
+// literal a spec may declare is exactly a segment a request may send.
+// Bytes URL.EscapedPath always escapes are refused; '[' and ']', which it
+// and browsers leave alone, are accepted.
+func checkSegment(seg string) string {
 	dots, onlyDots, params := 0, true, true
 	for i := 0; i < len(seg); i++ {
 		c := seg[i]
@@ -181,9 +183,7 @@ func checkSegment(seg string, strict bool) string {
 			return pathBackslash
 		case c < 0x20 || c == 0x7f:
 			return pathControl
-		case c == ' ' || c >= 0x80 || c == '?' || c == '#' || c == '{' || c == '}':
-			return pathUnencoded
-		case strict && !isPathByte(c):
+		case !isPathByte(c):
 			return pathUnencoded
 		}
 		// Dot segments, also with a ";param" suffix that some servers strip.
@@ -291,7 +291,7 @@ func compilePath(p string) ([]pathSeg, int, error) {
 		if strings.ContainsAny(r, "{}") {
 			return nil, 0, fmt.Errorf("%q: %s", p, pathTemplate)
 		}
-		if problem := checkSegment(r, false); problem != "" {
+		if problem := checkSegment(r); problem != "" {
 			return nil, 0, fmt.Errorf("%q: %s", p, problem)
 		}
 		segs = append(segs, pathSeg{lit: decodeSegment(r)})
@@ -308,95 +308,4 @@ func exactKey(segs []pathSeg) string {
 		b.WriteString(s.lit)
 	}
 	return b.String()
-}
-
-// canonicalHostPort normalizes host[:port]: lower case, no trailing dot,
-// port 443 when absent, IPv6 literals bracketed and in canonical form. It
-// reports false for anything else (schemes, paths, userinfo, zones, bad
-// ports). An already canonical input is returned as is, without allocating.
-func canonicalHostPort(s string) (string, bool) {
-	if s == "" || len(s) > 300 {
-		return "", false
-	}
-	var host, rest string
-	ipv6 := false
-	switch {
-	case s[0] == '[':
-		end := strings.IndexByte(s, ']')
-		if end < 0 {
-			return "", false
-		}
-		host, rest, ipv6 = s[1:end], s[end+1:], true
-	case strings.IndexByte(s, ':') != strings.LastIndexByte(s, ':'):
-		host, ipv6 = s, true
-	default:
-		host = s
-		if i := strings.LastIndexByte(s, ':'); i >= 0 {
-			host, rest = s[:i], s[i:]
-		}
-	}
-	port := "443"
-	if rest != "" {
-		port = rest[1:]
-		if rest[0] != ':' || !isCanonicalPort(port) {
-			return "", false
-		}
-	}
-	if ipv6 {
-		addr, err := netip.ParseAddr(host)
-		if err != nil || !addr.Is6() || addr.Zone() != "" {
-			return "", false
-		}
-		return "[" + addr.String() + "]:" + port, true
-	}
-	trailingDot := strings.HasSuffix(host, ".")
-	if trailingDot {
-		host = host[:len(host)-1]
-	}
-	if host == "" || len(host) > 253 {
-		return "", false
-	}
-	lower, label := true, 0
-	for i := 0; i < len(host); i++ {
-		c := host[i]
-		switch {
-		case c == '.':
-			if label == 0 {
-				return "", false
-			}
-			label = 0
-			continue
-		case 'A' <= c && c <= 'Z':
-			lower = false
-		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
-		default:
-			return "", false
-		}
-		if label++; label > 63 {
-			return "", false
-		}
-	}
-	if label == 0 {
-		return "", false
-	}
-	if lower && !trailingDot && rest != "" {
-		return s, true
-	}
-	return strings.ToLower(host) + ":" + port, true
-}
-
-// isCanonicalPort reports whether p is a decimal port 1-65535 without a
-// leading zero or sign.
-func isCanonicalPort(p string) bool {
-	if p == "" || len(p) > 5 || p[0] == '0' {
-		return false
-	}
-	n := 0
-	for i := 0; i < len(p); i++ {
-		if p[i] < '0' || p[i] > '9' {
-			return false
-		}
-		n = n*10 + int(p[i]-'0')
-	}
-	return n <= 65535
 }

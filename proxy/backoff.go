@@ -3,7 +3,6 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
 // Defaults of AuthBackoff.
@@ -72,8 +72,8 @@ func NewAuthBackoff(rate float64, burst int, now func() time.Time) *AuthBackoff 
 // SourceOf returns the host part of a request's RemoteAddr, the source an
 // AuthBackoff keys on.
 func SourceOf(remoteAddr string) string {
-	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
-		return h
+	if hp, err := hostport.New(remoteAddr); err == nil {
+		return hp.Host
 	}
 	return remoteAddr
 }

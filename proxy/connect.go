@@ -20,7 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
-	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
 // maxListedHosts caps the hosts listed in a CONNECT refusal.
@@ -144,10 +144,7 @@ func (s *Server) openTunnel(sess Session, mode, target, host string, port int) (
 	t := &tunnel{s: s, sess: sess, mode: mode, target: target, host: host, port: port, opened: s.now()}
 	t.hostHeader = target
 	if port == 443 {
-		t.hostHeader = host
-		if strings.Contains(host, ":") {
-			t.hostHeader = "[" + host + "]"
-		}
+		t.hostHeader = hostport.Join(host, 0)
 	}
 	s.mu.Lock()
 	if s.shuttingDown {
@@ -241,8 +238,8 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 		return s.rejectAction, host
 	}
 	ev.SessionID = sess.ID
-	target := policy.NormalizeHost(host)
-	hostname, port, err := splitTarget(target)
+	hp, err := hostport.New(host)
+	target, hostname, port := hp.WithDefaultPort(443).String(), hp.Host, hp.WithDefaultPort(443).Port
 	if err != nil {
 		ctx.Resp = s.refuseConnect(ev, start, http.StatusBadRequest, errorDetail{Code: codeBadTarget,
 			Message: fmt.Sprintf("CONNECT target %q is not host:port", host)}, nil)

@@ -178,6 +178,24 @@ func TestPlainHTTP(t *testing.T) {
 			t.Errorf("audit event = %+v", ev)
 		}
 	})
+	t.Run("trailing dot and case are normalized before forwarding", func(t *testing.T) {
+		// Before internal/hostport the plain path kept the trailing dot in
+		// the target, so the audit host and the dialled name differed from
+		// the passthrough entry it matched.
+		resp, err := c.Get("http://Plain.Pass.Example.Test./dot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status = %d", resp.StatusCode)
+		}
+		e.expectSeen(t)
+		ev := e.audit.waitFor(t, "for the plain passthrough", byAuditID(resp.Header.Get(headerAuditID)))
+		if ev.Host != "plain.pass.example.test:80" {
+			t.Errorf("audit host = %q, want %q", ev.Host, "plain.pass.example.test:80")
+		}
+	})
 	t.Run("intercepted host over http is refused", func(t *testing.T) {
 		resp, err := c.Get("http://api.example.test/user")
 		wantRefusal(t, resp, err, http.StatusForbidden, codePlainHTTPNotAllowed)

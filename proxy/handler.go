@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -147,20 +147,11 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // names reports whether an authority (Host header or absolute-URL host)
 // names the tunnel's CONNECT target. An empty authority names nothing else.
 func (t *tunnel) names(authority string) bool {
-	if authority == "" || strings.EqualFold(authority, t.hostHeader) || strings.EqualFold(authority, t.target) {
+	if authority == "" || authority == t.hostHeader || authority == t.target {
 		return true
 	}
-	host, port := authority, 443
-	if i := strings.LastIndexByte(authority, ':'); i >= 0 && !strings.HasSuffix(authority, "]") &&
-		(strings.HasPrefix(authority, "[") || strings.Count(authority, ":") == 1) {
-		p, err := strconv.Atoi(authority[i+1:])
-		if err != nil {
-			return false
-		}
-		host, port = authority[:i], p
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	return port == t.port && strings.EqualFold(host, t.host)
+	hp, err := hostport.New(authority)
+	return err == nil && hp.Host == t.host && hp.WithDefaultPort(443).Port == t.port
 }
 
 // approvalForced reports whether the control API, proven by the internal

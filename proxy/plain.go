@@ -2,14 +2,13 @@ package proxy
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
 // servePlain handles absolute-form plain-HTTP proxy requests: forwarded,
@@ -39,11 +38,9 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 	}
 	x.ev.SessionID = sess.ID
 	x.t.sess = sess
-	target := strings.ToLower(r.URL.Host)
-	if _, _, err := net.SplitHostPort(target); err != nil {
-		target = net.JoinHostPort(strings.Trim(target, "[]"), "80")
-	}
-	host, port, err := splitTarget(target)
+	hp, err := hostport.New(r.URL.Host)
+	hp = hp.WithDefaultPort(80)
+	target, host, port := hp.String(), hp.Host, hp.Port
 	if err != nil {
 		s.deny(w, x, http.StatusBadRequest, errorDetail{Code: codeBadTarget, Message: fmt.Sprintf("host %q is not host[:port]", r.URL.Host)})
 		return
@@ -51,7 +48,7 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 	x.t.target, x.ev.Host = target, target
 	if !matchPassthrough(s.globs, host, port) {
 		code, msg := codeHostNotAllowed, fmt.Sprintf("plain http to %s is not allowed: only passthrough hosts are reachable over http://", target)
-		if snap := s.cfg.Policy(); snap != nil && snap.Intercepts(sess.Scope, net.JoinHostPort(host, "443")) {
+		if snap := s.cfg.Policy(); snap != nil && snap.Intercepts(sess.Scope, hostport.Join(host, 443)) {
 			code = codePlainHTTPNotAllowed
 			msg = fmt.Sprintf("use https://%s: the session's connectors are reachable over HTTPS only, where credentials are injected", host)
 		}
