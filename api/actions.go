@@ -97,7 +97,7 @@ func (s *Server) actionRun(sess *session.Session, name string, inst actions.Inst
 	}
 	var e *Error
 	if errors.As(err, &e) {
-		ev.Status, ev.Decision, ev.Reason = e.Status, proxy.DecisionDenied, e.Code
+		ev.Status, ev.Decision, ev.Reason = e.Status, proxy.DecisionDenied, e.Code.String()
 	} else if err != nil {
 		ev.Decision = "error"
 	}

@@ -29,9 +29,9 @@ import (
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/policy"
-	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
@@ -49,18 +49,18 @@ const (
 	HeaderSessionID = "X-Aileron-Session-Id"
 	// HeaderInternal carries Config.ProxyInternalKey to the proxy, which
 	// honours HeaderSource and HeaderAuditArgs only when it matches.
-	HeaderInternal = proxy.HeaderInternal
+	HeaderInternal = contract.HeaderInternal
 	// HeaderSource names the API endpoint a proxied request came from.
-	HeaderSource = proxy.HeaderSource
+	HeaderSource = contract.HeaderSource
 	// HeaderAuditArgs is base64url(JSON object) of the args the operation's
 	// args.<input> audit fields name, keyed by input name; the proxy
 	// evaluates (and redacts) the audit fields.
-	HeaderAuditArgs = proxy.HeaderAuditArgs
+	HeaderAuditArgs = contract.HeaderAuditArgs
 	// HeaderDecision is set by the proxy on responses it originates.
-	HeaderDecision = proxy.HeaderDecision
+	HeaderDecision = contract.HeaderDecision
 	// HeaderAuditID is set by the proxy to the audit_id of its event, and
 	// by the API on every 200 reply of the run and request endpoints.
-	HeaderAuditID = proxy.HeaderAuditID
+	HeaderAuditID = contract.HeaderAuditID
 	// HeaderUpstreamStatus is set on every 200 reply of the run and
 	// request endpoints to the upstream's status code, so a client that
 	// cannot parse JSON (a POSIX sh shim) still learns it.
@@ -75,8 +75,8 @@ const (
 
 // Values of HeaderSource.
 const (
-	SourceRunEndpoint  = proxy.SourceRunEndpoint
-	SourceSandboxProxy = proxy.SourceSandboxProxy
+	SourceRunEndpoint  = contract.SourceRunEndpoint
+	SourceSandboxProxy = contract.SourceSandboxProxy
 )
 
 // Config holds the API server's dependencies. Fields marked required make

@@ -37,6 +37,13 @@ const (
 	ReasonAmbiguous           Reason = "ambiguous_operation"
 )
 
+// Reasons returns every Reason a Decision may carry, the one list that
+// metrics label sets and documentation are built from. TestReasonsListed
+// fails when a Reason constant is missing here.
+func Reasons() []Reason {
+	return []Reason{ReasonAllowed, ReasonHostNotAllowed, ReasonOperationNotAllowed, ReasonPathNotCanonical, ReasonAmbiguous}
+}
+
 // String returns the reason code, "unspecified" for the zero value.
 func (r Reason) String() string {
 	if r == "" {

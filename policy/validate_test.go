@@ -2,26 +2,10 @@ package policy
 
 import (
 	"errors"
-	"flag"
 	"slices"
 	"strings"
 	"testing"
 )
-
-// The -update flag rewrites golden files. It is registered only if another
-// test file of the package has not registered it already.
-var _ = func() bool {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files in testdata/")
-	}
-	return true
-}()
-
-// updateGolden reports whether -update was given.
-func updateGolden() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 // specDoc returns a valid spec whose only tool has the given operations
 // (JSON objects, comma separated).

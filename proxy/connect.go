@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
@@ -140,7 +141,7 @@ func (c *tunnelConn) CloseWrite() error {
 }
 
 // openTunnel reserves a tunnel for sess, enforcing the per-session limit.
-func (s *Server) openTunnel(sess Session, mode, target, host string, port int) (*tunnel, int, string) {
+func (s *Server) openTunnel(sess Session, mode, target, host string, port int) (*tunnel, int, contract.Code) {
 	t := &tunnel{s: s, sess: sess, mode: mode, target: target, host: host, port: port, opened: s.now()}
 	t.hostHeader = target
 	if port == 443 {
@@ -149,11 +150,11 @@ func (s *Server) openTunnel(sess Session, mode, target, host string, port int) (
 	s.mu.Lock()
 	if s.shuttingDown {
 		s.mu.Unlock()
-		return nil, http.StatusServiceUnavailable, codeShuttingDown
+		return nil, http.StatusServiceUnavailable, contract.CodeShuttingDown
 	}
 	if s.perSession[sess.ID] >= s.limits.MaxTunnelsPerSession {
 		s.mu.Unlock()
-		return nil, http.StatusTooManyRequests, codeTooManyTunnels
+		return nil, http.StatusTooManyRequests, contract.CodeTooManyTunnels
 	}
 	s.perSession[sess.ID]++
 	s.tunnels[t] = struct{}{}
@@ -220,9 +221,9 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 	r := ctx.Req
 	st, _ := r.Context().Value(connectStateKey{}).(*connectState)
 	start := s.now()
-	ev := audit.Event{Event: audit.EventDenied, Method: http.MethodConnect, Host: host, Source: sourceProxy}
+	ev := audit.Event{Event: audit.EventDenied, Method: http.MethodConnect, Host: host, Source: contract.SourceProxy}
 	if st == nil {
-		ctx.Resp = s.refuseConnect(ev, start, http.StatusInternalServerError, errorDetail{Code: "internal", Message: "CONNECT reached the proxy by an unexpected path"}, nil)
+		ctx.Resp = s.refuseConnect(ev, start, http.StatusInternalServerError, errorDetail{Code: contract.CodeInternal, Message: "CONNECT reached the proxy by an unexpected path"}, nil)
 		return s.rejectAction, host
 	}
 	sess, err := s.authenticate(r)
@@ -234,14 +235,14 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 		s.log.Debug("proxy authentication failed", zap.String("host", host), zap.Error(err))
 		hdr := http.Header{headerProxyAuthentic: {proxyAuthRealm}}
 		ctx.Resp = s.refuseConnect(ev, start, http.StatusProxyAuthRequired,
-			errorDetail{Code: codeProxyAuthRequired, Message: proxyAuthMessage}, hdr)
+			errorDetail{Code: contract.CodeProxyAuthRequired, Message: proxyAuthMessage}, hdr)
 		return s.rejectAction, host
 	}
 	ev.SessionID = sess.ID
 	hp, err := hostport.New(host)
 	target, hostname, port := hp.WithDefaultPort(443).String(), hp.Host, hp.WithDefaultPort(443).Port
 	if err != nil {
-		ctx.Resp = s.refuseConnect(ev, start, http.StatusBadRequest, errorDetail{Code: codeBadTarget,
+		ctx.Resp = s.refuseConnect(ev, start, http.StatusBadRequest, errorDetail{Code: contract.CodeBadTarget,
 			Message: fmt.Sprintf("CONNECT target %q is not host:port", host)}, nil)
 		return s.rejectAction, host
 	}
@@ -265,7 +266,7 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 	if t == nil {
 		d := errorDetail{Code: code, Host: target}
 		var hdr http.Header
-		if code == codeTooManyTunnels {
+		if code == contract.CodeTooManyTunnels {
 			d.Message = fmt.Sprintf("session %s already has %d open tunnels, the limit; close idle connections or retry later",
 				sess.ID, s.limits.MaxTunnelsPerSession)
 			secs := int((s.limits.RetryAfter + time.Second - 1) / time.Second)
@@ -286,7 +287,7 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 			s.metrics.leafErr.Inc()
 			t.release()
 			s.log.Warn("issuing session leaf failed", zap.String("session_id", sess.ID), zap.String("host", target), zap.Error(err))
-			ctx.Resp = s.refuseConnect(ev, start, http.StatusForbidden, errorDetail{Code: codeHostNotAllowed, Host: target,
+			ctx.Resp = s.refuseConnect(ev, start, http.StatusForbidden, errorDetail{Code: contract.CodeHostNotAllowed, Host: target,
 				Message: fmt.Sprintf("session %s's certificate authority cannot vouch for %s (the host was added to a connector after the session was created); create a new session", sess.ID, hostname)}, nil)
 			return s.rejectAction, host
 		}
@@ -328,7 +329,7 @@ func hostNotAllowed(target, sessionID string, hosts []string) errorDetail {
 	if listed == nil {
 		listed = []string{}
 	}
-	return errorDetail{Code: codeHostNotAllowed, Message: msg, Host: target, AllowedHosts: listed}
+	return errorDetail{Code: contract.CodeHostNotAllowed, Message: msg, Host: target, AllowedHosts: listed}
 }
 
 // refuseConnect builds the response goproxy writes before closing the
@@ -337,13 +338,13 @@ func (s *Server) refuseConnect(ev audit.Event, start time.Time, status int, d er
 	id := audit.NewID()
 	ev.AuditID = id
 	ev.Status = status
-	ev.Reason = d.Code
-	ev.Decision = decisionDenied
+	ev.Reason = d.Code.String()
+	ev.Decision = contract.DecisionDenied
 	if status >= 500 {
-		ev.Decision = decisionError
+		ev.Decision = contract.DecisionError
 	}
 	s.record(&exchange{start: start, ev: ev}, zapcore.WarnLevel, "connect refused")
-	s.metrics.decision(false, d.Code)
+	s.metrics.decision(false, d.Code.String())
 
 	return connectResponse(status, ev.Decision, id, d, hdr)
 }
@@ -357,9 +358,9 @@ func connectResponse(status int, decision, auditID string, d errorDetail, hdr ht
 	}
 	hdr.Set("Content-Type", contentTypeJSON)
 	hdr.Set("Cache-Control", "no-store")
-	hdr.Set(headerDecision, decision)
+	hdr.Set(contract.HeaderDecision, decision)
 	if auditID != "" {
-		hdr.Set(headerAuditID, auditID)
+		hdr.Set(contract.HeaderAuditID, auditID)
 	}
 	return &http.Response{
 		Status:        strconv.Itoa(status) + " " + http.StatusText(status),

@@ -34,6 +34,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
@@ -287,7 +288,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 
 	core, logs := observer.New(zapcore.DebugLevel)
 	e.logs = logs
-	dead := deadAddr(t)
+	dead := testkit.DeadAddr(t)
 	cfg := Config{
 		Logger:      zap.New(core),
 		Sessions:    sessionAuth{e.sessions},
@@ -362,18 +363,6 @@ func (e *env) useSession(t testing.TB, snap *policy.Snapshot) {
 func (e *env) now() time.Time { return time.Now().Add(time.Duration(e.clock.Load())) }
 
 func addrOf(s *httptest.Server) string { return s.Listener.Addr().String() }
-
-// deadAddr returns a loopback address nothing listens on.
-func deadAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	_ = ln.Close()
-	return a
-}
 
 type countingListener struct {
 	net.Listener
@@ -549,7 +538,7 @@ func wantRefusal(t testing.TB, resp *http.Response, err error, status int, code 
 		t.Fatalf("status = %d, want %d: %s", resp.StatusCode, status, body)
 	}
 	d := errorOf(t, body)
-	if d.Code != code {
+	if string(d.Code) != code {
 		t.Fatalf("code = %q, want %q: %s", d.Code, code, body)
 	}
 	return d
