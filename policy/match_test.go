@@ -3,17 +3,15 @@ package policy
 import (
 	"encoding/json"
 	"errors"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 const (
@@ -666,33 +664,17 @@ func TestNormalizeHost(t *testing.T) {
 // TestReasonsListed fails when a Reason constant is missing from Reasons,
 // the list the proxy's metric labels are built from.
 func TestReasonsListed(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "match.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	listed := map[Reason]bool{}
 	for _, r := range Reasons() {
 		listed[r] = true
 	}
-	n := 0
-	for _, d := range f.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
-			continue
-		}
-		for _, s := range g.Specs {
-			vs := s.(*ast.ValueSpec)
-			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Reason" {
-				continue
-			}
-			n++
-			v, _ := strconv.Unquote(vs.Values[0].(*ast.BasicLit).Value)
-			if !listed[Reason(v)] {
-				t.Errorf("%s (%q) is missing from Reasons()", vs.Names[0].Name, v)
-			}
+	consts := testkit.StringConsts(t, "match.go", "Reason")
+	for _, c := range consts {
+		if !listed[Reason(c.Value)] {
+			t.Errorf("%s (%q) is missing from Reasons()", c.Name, c.Value)
 		}
 	}
-	if n != len(listed) || n == 0 {
-		t.Errorf("match.go declares %d Reason constants, Reasons() lists %d", n, len(listed))
+	if len(consts) != len(listed) {
+		t.Errorf("match.go declares %d Reason constants, Reasons() lists %d", len(consts), len(listed))
 	}
 }
