@@ -433,16 +433,13 @@ type adapt struct {
 	hits  [maxAnchorPass]int // hits per anchor of cur in this window
 	bytes int                // bytes scanned in this window
 	ns    float64            // their cost, less anchoredBase when anchored
-	// rotate, for tests, moves to the next available strategy in rotation
-	// after every window; step is the position in rotation.
-	rotate   bool
-	step     int
+	// choose picks the strategy for the next window given the current
+	// one's observed cost; nil means the cheapest estimate (cheapest).
+	// Tests set it to force every transition between strategies.
+	choose   func(a *adapt, m *matcher, cur float64) int
 	window   int
 	switches int
 }
-
-// rotation passes once from each strategy to each other one.
-var rotation = [...]int{stratWuManber, stratText, stratBinary, stratWuManber, stratBinary, stratText}
 
 func newAdapt(m *matcher, window int) adapt {
 	a := adapt{cur: stratWuManber, est: m.est, window: window}
@@ -491,31 +488,31 @@ func (a *adapt) observe(m *matcher, n int, ns float64) {
 	}
 	a.est[a.cur] = cur
 	a.ran[a.cur] = true
-	next := a.cur
-	if a.rotate {
-		for range rotation {
-			a.step = (a.step + 1) % len(rotation)
-			if st := rotation[a.step]; st != a.cur && (st == stratWuManber || m.anchorSet(st) != nil) {
-				next = st
-				break
-			}
-		}
-	} else {
-		best := -1
-		for st := range numStrats {
-			if st != a.cur && (best < 0 || a.est[st] < a.est[best]) {
-				best = st
-			}
-		}
-		if a.est[best] < cur*adaptMargin {
-			next = best
-		}
+	choose := a.choose
+	if choose == nil {
+		choose = (*adapt).cheapest
 	}
-	if next != a.cur {
+	if next := choose(a, m, cur); next != a.cur {
 		a.cur = next
 		a.switches++
 	}
 	a.bytes, a.ns = 0, 0
+}
+
+// cheapest returns the strategy with the lowest estimate when it beats cur
+// (the current strategy's observed cost) by adaptMargin, else the current
+// one.
+func (a *adapt) cheapest(_ *matcher, cur float64) int {
+	best := -1
+	for st := range numStrats {
+		if st != a.cur && (best < 0 || a.est[st] < a.est[best]) {
+			best = st
+		}
+	}
+	if a.est[best] < cur*adaptMargin {
+		return best
+	}
+	return a.cur
 }
 
 // predictCost estimates the cost per byte of the anchor set to on data in

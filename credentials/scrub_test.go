@@ -80,9 +80,26 @@ func (v variant) reader(rc io.ReadCloser) *scrubReader {
 	r := v.sc.Reader(rc).(*scrubReader)
 	r.ad.cur = v.start
 	if v.alternate {
-		r.ad.window, r.ad.rotate = 1, true
+		r.ad.window, r.ad.choose = 1, rotating()
 	}
 	return r
+}
+
+// rotating returns an adapt.choose that moves to the next available
+// strategy of a rotation passing once from each strategy to each other one,
+// after every window.
+func rotating() func(a *adapt, m *matcher, cur float64) int {
+	rotation := [...]int{stratWuManber, stratText, stratBinary, stratWuManber, stratBinary, stratText}
+	step := 0
+	return func(a *adapt, m *matcher, _ float64) int {
+		for range rotation {
+			step = (step + 1) % len(rotation)
+			if st := rotation[step]; st != a.cur && (st == stratWuManber || m.anchorSet(st) != nil) {
+				return st
+			}
+		}
+		return a.cur
+	}
 }
 
 // strategies returns sc with readers starting with each scan strategy, and
