@@ -91,7 +91,7 @@ func TestProxyAuthBackoff(t *testing.T) {
 		t.Errorf("throttled decisions metric = %v, want %d", got, n429.Load())
 	}
 	throttled := 0
-	for _, ev := range e.audit.all() {
+	for _, ev := range e.audit.All() {
 		if ev.Reason == string(contract.CodeAuthThrottled) {
 			throttled++
 		}

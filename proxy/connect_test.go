@@ -58,7 +58,7 @@ func TestConnectWithoutValidCredentialGets407(t *testing.T) {
 				t.Errorf("code = %q, want %q", got, string(contract.CodeProxyAuthRequired))
 			}
 			id := resp.Header.Get(contract.HeaderAuditID)
-			ev := e.audit.waitFor(t, "for the 407", byAuditID(id))
+			ev := e.audit.WaitFor(t, "for the 407", byAuditID(id))
 			if ev.Event != audit.EventDenied || ev.Status != 407 || ev.Reason != string(contract.CodeProxyAuthRequired) || ev.SessionID != "" {
 				t.Errorf("audit event = %+v", ev)
 			}
@@ -87,7 +87,7 @@ func TestConnectToHostOutsideScopeIsRefused(t *testing.T) {
 				t.Errorf("message %q does not name %s", d.Message, target)
 			}
 			id := resp.Header.Get(contract.HeaderAuditID)
-			ev := e.audit.waitFor(t, "for the refused CONNECT", byAuditID(id))
+			ev := e.audit.WaitFor(t, "for the refused CONNECT", byAuditID(id))
 			if ev.Event != audit.EventDenied || ev.SessionID != e.sess.ID || ev.Host != target || ev.Method != http.MethodConnect {
 				t.Errorf("audit event = %+v", ev)
 			}
@@ -174,7 +174,7 @@ func TestPlainHTTP(t *testing.T) {
 		if s.Header.Get("Authorization") != "" || s.RequestURI != "/anything?x=1" {
 			t.Errorf("upstream saw %+v", s)
 		}
-		ev := e.audit.waitFor(t, "for the plain passthrough", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
+		ev := e.audit.WaitFor(t, "for the plain passthrough", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 		if ev.Event != audit.EventPassthrough || ev.Path != "/anything" || ev.Status != 200 {
 			t.Errorf("audit event = %+v", ev)
 		}
@@ -192,7 +192,7 @@ func TestPlainHTTP(t *testing.T) {
 			t.Fatalf("status = %d", resp.StatusCode)
 		}
 		e.expectSeen(t)
-		ev := e.audit.waitFor(t, "for the plain passthrough", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
+		ev := e.audit.WaitFor(t, "for the plain passthrough", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 		if ev.Host != "plain.pass.example.test:80" {
 			t.Errorf("audit host = %q, want %q", ev.Host, "plain.pass.example.test:80")
 		}
@@ -254,7 +254,7 @@ func TestPassthroughTunnelIsBlind(t *testing.T) {
 		t.Errorf("a blind tunnel cannot add headers, yet %s is set", contract.HeaderAuditID)
 	}
 	tr.CloseIdleConnections()
-	ev := e.audit.waitFor(t, "passthrough", func(ev audit.Event) bool { return ev.Event == audit.EventPassthrough })
+	ev := e.audit.WaitFor(t, "passthrough", func(ev audit.Event) bool { return ev.Event == audit.EventPassthrough })
 	if ev.Host != "www.pass.example.test:443" || ev.SessionID != e.sess.ID || ev.BytesIn == 0 || ev.BytesOut == 0 {
 		t.Errorf("audit event = %+v", ev)
 	}

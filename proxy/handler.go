@@ -16,7 +16,6 @@ import (
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/credentials"
 	"github.com/aileron-dev/aileron-proxy/internal/contract"
-	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -143,16 +142,6 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.forward(w, x, inj, reason)
-}
-
-// names reports whether an authority (Host header or absolute-URL host)
-// names the tunnel's CONNECT target. An empty authority names nothing else.
-func (t *tunnel) names(authority string) bool {
-	if authority == "" || authority == t.hostHeader || authority == t.target {
-		return true
-	}
-	hp, err := hostport.New(authority)
-	return err == nil && hp.Host == t.host && hp.WithDefaultPort(443).Port == t.port
 }
 
 // approvalForced reports whether the control API, proven by the internal

@@ -275,7 +275,7 @@ func TestLargeDownloadStreamsWithBoundedMemory(t *testing.T) {
 	if growth > 32<<20 {
 		t.Errorf("heap in use grew by %d MiB while streaming, want < 32 MiB", growth>>20)
 	}
-	ev := e.audit.waitFor(t, "proxied /big", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
+	ev := e.audit.WaitFor(t, "proxied /big", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 	if ev.BytesOut != size {
 		t.Errorf("audit bytes_out = %d, want %d", ev.BytesOut, size)
 	}
@@ -294,7 +294,7 @@ func TestLargeUploadStreams(t *testing.T) {
 	if s := e.expectSeen(t); s.Body != size {
 		t.Errorf("upstream received %d bytes, want %d", s.Body, size)
 	}
-	ev := e.audit.waitFor(t, "proxied /upload", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
+	ev := e.audit.WaitFor(t, "proxied /upload", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 	if ev.BytesIn != size {
 		t.Errorf("audit bytes_in = %d, want %d", ev.BytesIn, size)
 	}
@@ -337,7 +337,7 @@ func TestUpstreamFailures(t *testing.T) {
 			if resp.Header.Get(contract.HeaderDecision) != contract.DecisionError {
 				t.Errorf("%s = %q, want error", contract.HeaderDecision, resp.Header.Get(contract.HeaderDecision))
 			}
-			ev := e.audit.waitFor(t, "upstream failure", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
+			ev := e.audit.WaitFor(t, "upstream failure", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 			if ev.Status != tc.status || ev.Reason != tc.code {
 				t.Errorf("audit event = %+v", ev)
 			}
@@ -409,7 +409,7 @@ func TestApprovalHoldsTheRequest(t *testing.T) {
 			if s.Body != int64(len(`{"env":"prod"}`)) || s.Header.Get("Authorization") != "Bearer "+testToken {
 				t.Errorf("approved request reached the upstream with body %d and wrong credential", s.Body)
 			}
-			ev := e.audit.waitFor(t, "approved", byAuditID(r.resp.Header.Get(contract.HeaderAuditID)))
+			ev := e.audit.WaitFor(t, "approved", byAuditID(r.resp.Header.Get(contract.HeaderAuditID)))
 			if ev.Reason != "approved" {
 				t.Errorf("audit reason = %q, want approved", ev.Reason)
 			}
@@ -537,7 +537,7 @@ func TestTruncatedUpstreamBodyAbortsTheResponse(t *testing.T) {
 			if err == nil {
 				t.Fatalf("read %d bytes and a clean end; a truncated upstream body must abort the client's response", n)
 			}
-			ev := e.audit.waitFor(t, "stream aborted", func(ev audit.Event) bool { return ev.Reason == reasonStreamAborted })
+			ev := e.audit.WaitFor(t, "stream aborted", func(ev audit.Event) bool { return ev.Reason == reasonStreamAborted })
 			if ev.Decision != contract.DecisionAllowed || ev.Path != "/big" || ev.BytesOut >= 1000000 {
 				t.Errorf("audit event = %+v, want allowed /big with fewer bytes out than declared", ev)
 			}

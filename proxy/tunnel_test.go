@@ -67,7 +67,7 @@ func TestAllowedRequestGetsCredentialAndLosesClientHeaders(t *testing.T) {
 			if id == "" {
 				t.Fatal("no audit id on the proxied response")
 			}
-			ev := e.audit.waitFor(t, "proxied", byAuditID(id))
+			ev := e.audit.WaitFor(t, "proxied", byAuditID(id))
 			want := audit.Event{Event: audit.EventProxied, SessionID: e.sess.ID, ConnectorFQN: testFQN, Tool: "api",
 				Operation: "issues.list", Method: "GET", Host: host + ":443", Path: "/repos/acme/widgets/issues",
 				Status: 200, Decision: "allowed", Reason: "allowed", CredentialKind: "bearer", Source: "proxy"}
@@ -121,7 +121,7 @@ func TestDeniedOperationExplainsWhatIsAllowed(t *testing.T) {
 			if len(d.AllowedOperations) == 0 || d.Message == "" {
 				t.Errorf("denial does not say what is allowed: %+v", d)
 			}
-			ev := e.audit.waitFor(t, "denied", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
+			ev := e.audit.WaitFor(t, "denied", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 			if ev.Event != audit.EventDenied || ev.Reason != tc.code || ev.Status != 403 {
 				t.Errorf("audit event = %+v", ev)
 			}
@@ -355,7 +355,7 @@ func TestRunEndpointHeadersNeedTheInternalKey(t *testing.T) {
 			}
 			readAll(t, resp)
 			e.expectSeen(t) // the upstream handler fails the test on any X-Aileron-* header
-			ev := e.audit.waitFor(t, "proxied", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
+			ev := e.audit.WaitFor(t, "proxied", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 			if ev.Source != tc.wantSource {
 				t.Errorf("source = %q, want %q", ev.Source, tc.wantSource)
 			}

@@ -126,7 +126,7 @@ func TestWebSocketH2ExtendedConnect(t *testing.T) {
 	if ws.FramesIn != 3 || ws.FramesOut < 3 || ws.CloseCode != 1000 || ws.ClosedBy != "client" {
 		t.Fatalf("close event = %+v; want 3 frames in, close 1000 by client", ws)
 	}
-	open := e.audit.waitFor(t, "handshake", byAuditID(id))
+	open := e.audit.WaitFor(t, "handshake", byAuditID(id))
 	if open.Method != http.MethodGet || open.Status != http.StatusOK || open.Operation != "ws" {
 		t.Fatalf("handshake event = %+v; want GET ws with status 200", open)
 	}

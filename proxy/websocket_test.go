@@ -159,7 +159,7 @@ func readMsg(t testing.TB, c *websocket.Conn) (int, string, error) {
 
 func wsClosedEvent(t testing.TB, e *env, id string) audit.Event {
 	t.Helper()
-	return e.audit.waitFor(t, "websocket_closed "+id, func(ev audit.Event) bool {
+	return e.audit.WaitFor(t, "websocket_closed "+id, func(ev audit.Event) bool {
 		return ev.Event == audit.EventWebSocketClosed && ev.AuditID == id
 	})
 }
@@ -208,7 +208,7 @@ func TestWebSocketEcho(t *testing.T) {
 		t.Fatalf("after close, read = %v; want the upstream's 1000 close", err)
 	}
 
-	open := e.audit.waitFor(t, "handshake", byAuditID(id))
+	open := e.audit.WaitFor(t, "handshake", byAuditID(id))
 	if open.Event != audit.EventProxied || open.Status != http.StatusSwitchingProtocols || open.Operation != "ws" || open.CredentialKind != "bearer" {
 		t.Fatalf("handshake event = %+v; want proxied, 101, operation ws, bearer", open)
 	}
@@ -278,7 +278,7 @@ func TestWebSocketUndeclaredRefused(t *testing.T) {
 		t.Fatalf("the upstream received the handshake as a plain request: %v", h)
 	default:
 	}
-	ev := e.audit.waitFor(t, "denied handshake", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
+	ev := e.audit.WaitFor(t, "denied handshake", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 	if ev.Event != audit.EventDenied || ev.Reason != string(contract.CodeWebSocketNotAllowed) || ev.Operation != "plain" || ev.Status != http.StatusForbidden {
 		t.Fatalf("audit event = %+v; want denied websocket_not_allowed for operation plain", ev)
 	}
