@@ -174,8 +174,8 @@ func New(cfg Config) (*Server, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("creating the API server: required config missing: %s", strings.Join(missing, ", "))
 	}
-	if hp, err := hostport.New(cfg.ProxyAddr); err != nil || hp.Port == 0 {
-		return nil, fmt.Errorf("creating the API server: ProxyAddr %q is not host:port (e.g. \"127.0.0.1:8080\"): %v", cfg.ProxyAddr, err)
+	if _, err := hostport.NewAddr(cfg.ProxyAddr); err != nil {
+		return nil, fmt.Errorf("creating the API server: ProxyAddr: %w", err)
 	}
 	if cfg.AdvertiseProxyAddr == "" {
 		cfg.AdvertiseProxyAddr = cfg.ProxyAddr

@@ -195,12 +195,12 @@ func ParseResolve(entries []string) (map[string]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("%q: want HOST:PORT=IP:PORT, e.g. api.example.com:443=127.0.0.1:8443", e)
 		}
-		key, err := hostport.New(from)
-		if err != nil || key.Port == 0 {
+		key, err := hostport.NewAddr(from)
+		if err != nil {
 			return nil, fmt.Errorf("%q: %q is not HOST:PORT (e.g. api.example.com:443)", e, from)
 		}
-		addr, err := hostport.New(to)
-		if err != nil || !addr.IsIP() || addr.Port == 0 {
+		addr, err := hostport.NewAddr(to)
+		if err != nil || !addr.IsIP() {
 			return nil, fmt.Errorf("%q: %q is not IP:PORT (e.g. 127.0.0.1:8443 or [::1]:8443)", e, to)
 		}
 		m[key.String()] = addr.String()

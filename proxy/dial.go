@@ -103,9 +103,9 @@ func newDialer(resolve map[string]netip.AddrPort, timeout time.Duration) *dialer
 // checked; otherwise every resolved address is checked and the first
 // permitted one that answers is used.
 func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	hp, err := hostport.New(addr)
-	if err != nil || hp.Port == 0 {
-		return nil, fmt.Errorf("dialing %q: want host:port: %v", addr, err)
+	hp, err := hostport.NewAddr(addr)
+	if err != nil {
+		return nil, fmt.Errorf("dialing: %w", err)
 	}
 	if ap, ok := d.resolve[hp.String()]; ok {
 		return d.net.DialContext(ctx, network, ap.String())

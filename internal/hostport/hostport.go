@@ -68,6 +68,19 @@ func New(s string) (HostPort, error) {
 	return hp, nil
 }
 
+// NewAddr parses a dial or listen address: host:port as New parses it,
+// with the port required.
+func NewAddr(s string) (HostPort, error) {
+	hp, err := New(s)
+	if err != nil {
+		return HostPort{}, err
+	}
+	if hp.Port == 0 {
+		return HostPort{}, fmt.Errorf("%q has no port; use host:port, e.g. \"127.0.0.1:8443\"", s)
+	}
+	return hp, nil
+}
+
 // NewHost parses a host without a port: a DNS name or an IP literal, IPv6
 // with or without brackets (certificate names and dialled hosts spell it
 // both ways). It returns the normal form.

@@ -112,6 +112,15 @@ func TestNewHost(t *testing.T) {
 	}
 }
 
+func TestNewAddr(t *testing.T) {
+	if hp, err := NewAddr("[::1]:8443"); err != nil || hp != (HostPort{"::1", 8443}) {
+		t.Errorf("NewAddr([::1]:8443) = %+v, %v", hp, err)
+	}
+	if _, err := NewAddr("api.example.com"); err == nil || !strings.Contains(err.Error(), "has no port") {
+		t.Errorf("NewAddr without a port: error = %v, want one saying it has no port", err)
+	}
+}
+
 func TestIsIPAndJoin(t *testing.T) {
 	for _, tc := range []struct {
 		hp   HostPort
