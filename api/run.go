@@ -14,7 +14,6 @@ import (
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/policy"
-	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
@@ -172,7 +171,7 @@ func (s *Server) refused(sess *session.Session, source, fqn, tool, op string, e 
 		Tool:         tool,
 		Operation:    op,
 		Status:       e.Status,
-		Decision:     proxy.DecisionDenied,
+		Decision:     contract.DecisionDenied,
 		Reason:       e.Code.String(),
 		Source:       source,
 	})
