@@ -7,26 +7,13 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // The search engine's tests (every strategy against a reference, streaming,
 // switching, memory bounds, the fuzzer and the benchmarks) are in
 // internal/multimatch; these cover the secret semantics on top of it.
-
-// testForms lists the encodings the scrubber must find, written
-// independently of secretForms.
-func testForms(s string) []string {
-	b := []byte(s)
-	return []string{
-		s,
-		base64.StdEncoding.EncodeToString(b),
-		base64.URLEncoding.EncodeToString(b),
-		base64.RawStdEncoding.EncodeToString(b),
-		base64.RawURLEncoding.EncodeToString(b),
-		url.QueryEscape(s),
-		url.PathEscape(s),
-	}
-}
 
 func mustScrubber(t testing.TB, secrets ...string) *Scrubber {
 	t.Helper()
@@ -53,7 +40,7 @@ func TestScrubberHeader(t *testing.T) {
 	sc.Header(h)
 	for k, vs := range h {
 		for _, v := range vs {
-			for _, f := range testForms(secret) {
+			for _, f := range testkit.SecretForms(secret) {
 				if strings.Contains(v, f) {
 					t.Errorf("header %s still holds a form of the secret: %q", k, v)
 				}
@@ -91,7 +78,7 @@ func TestNewScrubberRefusesShortSecrets(t *testing.T) {
 // the tests' independent list in step.
 func TestSecretFormsMatchTestForms(t *testing.T) {
 	s := "tok_Zq81/xK+9w é"
-	got, want := secretForms(s), testForms(s)
+	got, want := secretForms(s), testkit.SecretForms(s)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("secretForms(%q) = %q, want %q", s, got, want)
 	}

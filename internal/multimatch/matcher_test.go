@@ -2,33 +2,18 @@ package multimatch
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand"
-	"net/url"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-)
 
-// testForms lists the encodings the scrubber must find, written
-// independently of secretForms.
-func testForms(s string) []string {
-	b := []byte(s)
-	return []string{
-		s,
-		base64.StdEncoding.EncodeToString(b),
-		base64.URLEncoding.EncodeToString(b),
-		base64.RawStdEncoding.EncodeToString(b),
-		base64.RawURLEncoding.EncodeToString(b),
-		url.QueryEscape(s),
-		url.PathEscape(s),
-	}
-}
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
+)
 
 // reference masks, in the original input, every byte covered by any
 // occurrence (overlaps included) of any form of any secret, using
@@ -36,7 +21,7 @@ func testForms(s string) []string {
 func reference(in []byte, secrets ...string) []byte {
 	out := bytes.Clone(in)
 	for _, s := range secrets {
-		for _, f := range testForms(s) {
+		for _, f := range testkit.SecretForms(s) {
 			p := []byte(f)
 			for i := 0; i <= len(in); {
 				j := bytes.Index(in[i:], p)
@@ -60,7 +45,7 @@ func mustScrubber(t testing.TB, secrets ...string) *Matcher {
 		if len(s) < minPatternLen {
 			t.Fatalf("secret %q is shorter than %d bytes", s, minPatternLen)
 		}
-		pats = append(pats, testForms(s)...)
+		pats = append(pats, testkit.SecretForms(s)...)
 	}
 	m := New(pats)
 	if m == nil {
@@ -190,7 +175,7 @@ func genInput(rng *rand.Rand, secrets []string, n int) []byte {
 		switch rng.Intn(6) {
 		case 0, 1:
 			s := secrets[rng.Intn(len(secrets))]
-			forms := testForms(s)
+			forms := testkit.SecretForms(s)
 			f := forms[rng.Intn(len(forms))]
 			if rng.Intn(3) == 0 {
 				f = f[:rng.Intn(len(f))] // near miss
@@ -284,7 +269,7 @@ func checkReference(t *testing.T, v variant, si int, secrets []string) (switches
 // plain bytes.ReplaceAll chain where occurrences do not overlap.
 func TestReaderEqualsReplaceAll(t *testing.T) {
 	secret := "tok_Zq81/xK+9w=="
-	forms := testForms(secret)
+	forms := testkit.SecretForms(secret)
 	rng := rand.New(rand.NewSource(7))
 	var in []byte
 	for range 500 {
@@ -319,7 +304,7 @@ func TestReaderEqualsReplaceAll(t *testing.T) {
 // TestReaderEverySplit splits one occurrence at every offset.
 func TestReaderEverySplit(t *testing.T) {
 	secret := "sk_live_51HabcdefXYZ"
-	for _, form := range testForms(secret) {
+	for _, form := range testkit.SecretForms(secret) {
 		in := []byte("before " + form + " after")
 		want := []byte("before " + strings.Repeat("*", len(form)) + " after")
 		for split := 0; split <= len(in); split++ {
@@ -668,7 +653,7 @@ func TestReaderAdaptiveSwitch(t *testing.T) {
 	if len(pts) != 2 || pts[0].to != stratWuManber || pts[1].to != stratText || pts[0].off >= half || pts[1].off < half {
 		t.Fatalf("switch points %+v, want one to Wu-Manber before byte %d and one back to anchored after it", pts, half)
 	}
-	checkStraddles(t, sc, in, chunk, pts, []string{secret}, []string{testForms(secret)[0], testForms(secret)[1], testForms(secret)[3]})
+	checkStraddles(t, sc, in, chunk, pts, []string{secret}, []string{testkit.SecretForms(secret)[0], testkit.SecretForms(secret)[1], testkit.SecretForms(secret)[3]})
 }
 
 // checkStraddles places each form so it starts 1, half its length and all
@@ -738,7 +723,7 @@ func TestReaderBinarySwitch(t *testing.T) {
 	}
 	var forms []string
 	for _, s := range secrets {
-		forms = append(forms, testForms(s)...)
+		forms = append(forms, testkit.SecretForms(s)...)
 	}
 	checkStraddles(t, sc, in, chunk, pts, secrets, forms)
 }
@@ -971,7 +956,7 @@ func FuzzReader(f *testing.F) {
 		rng := rand.New(rand.NewSource(seed))
 		// Splice forms of the secret into the fuzzer's bytes.
 		in := bytes.Clone(data)
-		forms := testForms(secret)
+		forms := testkit.SecretForms(secret)
 		for range rng.Intn(5) {
 			f := forms[rng.Intn(len(forms))]
 			if rng.Intn(3) == 0 {
