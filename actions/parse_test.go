@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 func TestParseExample(t *testing.T) {
@@ -75,7 +77,7 @@ func TestValidationErrors(t *testing.T) {
 			b.WriteString(p.String() + "\n")
 		}
 	}
-	golden(t, "invalid.golden", []byte(b.String()))
+	testkit.Golden(t, filepath.Join("testdata", "invalid.golden"), []byte(b.String()))
 }
 
 func TestPresetsAreJSONNumbers(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/audit"
-	"github.com/aileron-dev/aileron-proxy/proxy"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
@@ -85,7 +85,7 @@ func (s *Server) runAction(c echo.Context) error {
 // recorded; the proxy's own event carries the fields the operation's audit
 // rules allow.
 func (s *Server) actionRun(sess *session.Session, name string, inst actions.Installed, err error, status ...int) error {
-	ev := audit.Event{Event: audit.EventActionRun, SessionID: sess.ID, Action: name, Source: SourceRunEndpoint, Decision: proxy.DecisionAllowed}
+	ev := audit.Event{Event: audit.EventActionRun, SessionID: sess.ID, Action: name, Source: SourceRunEndpoint, Decision: contract.DecisionAllowed}
 	if inst.Action != nil {
 		ev.ConnectorFQN, ev.Tool = inst.Target.ConnectorFQN, inst.Target.Tool
 		if inst.Target.Operation != nil {
@@ -97,7 +97,7 @@ func (s *Server) actionRun(sess *session.Session, name string, inst actions.Inst
 	}
 	var e *Error
 	if errors.As(err, &e) {
-		ev.Status, ev.Decision, ev.Reason = e.Status, proxy.DecisionDenied, e.Code
+		ev.Status, ev.Decision, ev.Reason = e.Status, contract.DecisionDenied, e.Code.String()
 	} else if err != nil {
 		ev.Decision = "error"
 	}

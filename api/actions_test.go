@@ -8,6 +8,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
 // testActions parses manifests and resolves them against specGH.
@@ -110,8 +111,10 @@ func TestActionRunRefusals(t *testing.T) {
 	cs := h.createSession(fqnGH)
 	before := h.up.count.Load()
 	for _, tc := range []struct {
-		name, action, body, code, msg string
-		status                        int
+		name, action, body string
+		code               contract.Code
+		msg                string
+		status             int
 	}{
 		{"undeclared arg cannot override a preset", "list-open", `{"args":{"owner":"a","repo":"b","state":"closed"}}`, CodeInvalidArgs, "state: not an input of action", 400},
 		{"missing required input", "list-open", `{"args":{"owner":"a"}}`, CodeInvalidArgs, "repo: required input is missing", 400},

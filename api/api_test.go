@@ -16,6 +16,8 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit/specs"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
@@ -100,7 +102,7 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	tests := []struct {
 		method, path string
 		status       int
-		code         string
+		code         contract.Code
 	}{
 		{http.MethodGet, "/nope", http.StatusNotFound, CodeNotFound},
 		{http.MethodPut, "/v1/sessions", http.StatusMethodNotAllowed, CodeMethodNotAllowed},
@@ -119,7 +121,7 @@ func TestHostAndOriginChecks(t *testing.T) {
 		name   string
 		hdr    []string
 		status int
-		code   string
+		code   contract.Code
 	}{
 		{"ip literal", nil, http.StatusOK, ""},
 		{"localhost with port", []string{"Host", "localhost:7700"}, http.StatusOK, ""},
@@ -194,8 +196,8 @@ func TestSessionAuth(t *testing.T) {
 		token   string
 		hdr     []string
 		status  int
-		code    string
-		sandbox string // code on the sandbox endpoint when it differs
+		code    contract.Code
+		sandbox contract.Code // code on the sandbox endpoint when it differs
 	}{
 		{"no token", "", nil, http.StatusUnauthorized, CodeUnauthorized, ""},
 		{"admin token is not a session token", adminToken, nil, http.StatusUnauthorized, CodeUnauthorized, ""},
@@ -321,7 +323,7 @@ func TestCreateSessionErrors(t *testing.T) {
 		name   string
 		body   string
 		status int
-		code   string
+		code   contract.Code
 		want   string // substring of the message
 	}{
 		{"unknown connector", `{"connectors":["github://acme/nope"]}`, http.StatusBadRequest, CodeUnknownConnector, "github://acme/conn-gh, github://acme/conn-other"},
@@ -427,7 +429,7 @@ func TestApprovalEndpoints(t *testing.T) {
 	errTests := []struct {
 		name, id, body string
 		status         int
-		code           string
+		code           contract.Code
 	}{
 		{"bad decision", p.ID, `{"decision":"maybe"}`, http.StatusBadRequest, CodeInvalidBody},
 		{"bad remember", p.ID, `{"decision":"approve","remember":"forever"}`, http.StatusBadRequest, CodeInvalidBody},
@@ -473,7 +475,7 @@ func TestPanicIsInternalError(t *testing.T) {
 	h := newHarness(t, harnessOptions{mutate: func(c *Config) {
 		c.Policy = func() *policy.Snapshot { panic("boom") }
 	}})
-	_, sec, err := h.reg.Create(session.CreateOptions{Snapshot: compile(t, specGH)})
+	_, sec, err := h.reg.Create(session.CreateOptions{Snapshot: specs.Compile(t, specGH)})
 	if err != nil {
 		t.Fatal(err)
 	}

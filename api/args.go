@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math/big"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -14,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -335,17 +335,14 @@ func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) 
 // urlHost turns a spec host ("h", "h:8443", "[::1]:8443") into a URL host,
 // dropping the default port.
 func urlHost(specHost string) string {
-	host, port, err := policy.ParseHostPort(specHost)
+	hp, err := hostport.New(specHost)
 	if err != nil {
 		return specHost
 	}
-	if port == 0 || port == 443 {
-		if strings.Contains(host, ":") {
-			return "[" + host + "]"
-		}
-		return host
+	if hp.Port == 443 {
+		hp.Port = 0
 	}
-	return net.JoinHostPort(host, strconv.Itoa(port))
+	return hp.String()
 }
 
 // auditArgsHeader encodes the args named by the op's args.<input> audit

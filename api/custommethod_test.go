@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit/specs"
 )
 
 const fqnGemini = "github://acme/conn-gemini"
@@ -22,7 +24,7 @@ const specGemini = `{
 // endpoint and the real proxy, and refuses a value the segment cannot hold.
 func TestRunCustomMethodPath(t *testing.T) {
 	h := newHarness(t, harnessOptions{withProxy: true})
-	h.snap.Store(compile(t, specGH, specOther, specGemini))
+	h.snap.Store(specs.Compile(t, specGH, specOther, specGemini))
 	cs := h.createSession(fqnGemini)
 
 	r := h.run(cs.APIToken, `{"connector_fqn":"`+fqnGemini+`","tool":"gemini","operation":"models.stream","args":{"model":"gemini 2.5","contents":["hi"]}}`)

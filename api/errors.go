@@ -8,37 +8,40 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
+
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
-// Error codes of the control API. Every error response is
+// Error codes of the control API, declared once in internal/contract
+// with the proxy's. Every error response is
 // {"error": {"code": <one of these>, "message": "...", ...}}.
 const (
-	CodeUnauthorized             = "unauthorized"
-	CodeSessionExpired           = "session_expired"
-	CodeSessionEnded             = "session_ended"
-	CodeSessionMismatch          = "session_mismatch"
-	CodeForbiddenHost            = "host_not_allowed"
-	CodeForbiddenOrigin          = "origin_not_allowed"
-	CodeNotFound                 = "not_found"
-	CodeMethodNotAllowed         = "method_not_allowed"
-	CodeInvalidBody              = "invalid_body"
-	CodeInvalidQuery             = "invalid_query"
-	CodeBodyTooLarge             = "body_too_large"
-	CodeInternal                 = "internal_error"
-	CodePolicyUnavailable        = "policy_unavailable"
-	CodeUnknownConnector         = "unknown_connector"
-	CodeSessionNotFound          = "session_not_found"
-	CodeSessionUnavailable       = "session_unavailable"
-	CodeApprovalNotFound         = "approval_not_found"
-	CodeApprovalAlreadyDecided   = "approval_already_decided"
-	CodeOperationNotFound        = "connector_operation_not_found"
-	CodeOperationNotProxyable    = "operation_not_proxyable"
-	CodeInvalidArgs              = "invalid_args"
-	CodeSandboxOperationNotFound = "sandbox_proxy_operation_not_found"
-	CodeUpstreamUnreachable      = "upstream_unreachable"
-	CodeUpstreamTimeout          = "upstream_timeout"
-	CodeUpstreamResponseTooLarge = "upstream_response_too_large"
-	CodeProxyRefused             = "proxy_refused"
+	CodeUnauthorized             = contract.CodeUnauthorized
+	CodeSessionExpired           = contract.CodeSessionExpired
+	CodeSessionEnded             = contract.CodeSessionEnded
+	CodeSessionMismatch          = contract.CodeSessionMismatch
+	CodeForbiddenHost            = contract.CodeHostHeaderNotAllowed
+	CodeForbiddenOrigin          = contract.CodeOriginNotAllowed
+	CodeNotFound                 = contract.CodeNotFound
+	CodeMethodNotAllowed         = contract.CodeMethodNotAllowed
+	CodeInvalidBody              = contract.CodeInvalidBody
+	CodeInvalidQuery             = contract.CodeInvalidQuery
+	CodeBodyTooLarge             = contract.CodeBodyTooLarge
+	CodeInternal                 = contract.CodeInternal
+	CodePolicyUnavailable        = contract.CodePolicyUnavailable
+	CodeUnknownConnector         = contract.CodeUnknownConnector
+	CodeSessionNotFound          = contract.CodeSessionNotFound
+	CodeSessionUnavailable       = contract.CodeSessionUnavailable
+	CodeApprovalNotFound         = contract.CodeApprovalNotFound
+	CodeApprovalAlreadyDecided   = contract.CodeApprovalAlreadyDecided
+	CodeOperationNotFound        = contract.CodeOperationNotFound
+	CodeOperationNotProxyable    = contract.CodeOperationNotProxyable
+	CodeInvalidArgs              = contract.CodeInvalidArgs
+	CodeSandboxOperationNotFound = contract.CodeSandboxOperationNotFound
+	CodeUpstreamUnreachable      = contract.CodeUpstreamUnreachable
+	CodeUpstreamTimeout          = contract.CodeUpstreamTimeout
+	CodeUpstreamResponseTooLarge = contract.CodeUpstreamResponseTooLarge
+	CodeProxyRefused             = contract.CodeProxyRefused
 )
 
 // Error is the "error" object of an error response. Extra holds
@@ -46,14 +49,14 @@ const (
 // next to code and message.
 type Error struct {
 	Status  int            `json:"-"`
-	Code    string         `json:"code"`
+	Code    contract.Code  `json:"code"`
 	Message string         `json:"message"`
 	Extra   map[string]any `json:"-"`
 	// cause is logged, never sent.
 	cause error
 }
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+func (e *Error) Error() string { return e.Code.String() + ": " + e.Message }
 
 // Unwrap returns the logged cause.
 func (e *Error) Unwrap() error { return e.cause }
@@ -104,7 +107,7 @@ type errorBody struct {
 	Error *Error `json:"error"`
 }
 
-func apiErr(status int, code, msg string) *Error {
+func apiErr(status int, code contract.Code, msg string) *Error {
 	return &Error{Status: status, Code: code, Message: msg}
 }
 
@@ -142,15 +145,15 @@ func (s *Server) handleError(err error, c echo.Context) {
 			ae = apiErr(he.Code, CodeBodyTooLarge, "request body too large")
 		default:
 			// A stable snake_case code: "http_400", not "http_Bad Request".
-			ae = apiErr(he.Code, "http_"+strconv.Itoa(he.Code), http.StatusText(he.Code))
+			ae = apiErr(he.Code, contract.Code("http_"+strconv.Itoa(he.Code)), http.StatusText(he.Code))
 		}
 	default:
 		ae = apiErr(http.StatusInternalServerError, CodeInternal, "internal error; see the daemon log").because(err)
 	}
 	if ae.Status >= 500 && ae.cause != nil {
-		s.log.Error("api internal error", zap.String("route", c.Path()), zap.String("code", ae.Code), zap.Error(ae.cause))
+		s.log.Error("api internal error", zap.String("route", c.Path()), zap.Stringer("code", ae.Code), zap.Error(ae.cause))
 	}
-	c.Set(ctxErrorCode, ae.Code)
+	c.Set(ctxErrorCode, ae.Code.String())
 	if ae.Status == http.StatusUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="aileron-proxy"`)
 	}

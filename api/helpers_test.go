@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -28,12 +27,13 @@ import (
 	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit/specs"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 const (
 	fqnGH    = "github://acme/conn-gh"
@@ -107,23 +107,6 @@ const specOther = `{
     {"name": "secure", "method": "GET", "path": "/secure", "hosts": ["other.test.example"], "credential": "api_key"}
   ]}]
 }`
-
-func compile(t *testing.T, specs ...string) *policy.Snapshot {
-	t.Helper()
-	var conns []policy.Connector
-	for _, s := range specs {
-		spec, _, err := policy.ParseSpec([]byte(s))
-		if err != nil {
-			t.Fatalf("ParseSpec: %v", err)
-		}
-		conns = append(conns, policy.Connector{Spec: spec})
-	}
-	snap, err := policy.Compile(conns)
-	if err != nil {
-		t.Fatalf("Compile: %v", err)
-	}
-	return snap
-}
 
 // memAudit is an audit.Recorder that keeps events in memory.
 type memAudit struct {
@@ -221,24 +204,12 @@ type harnessOptions struct {
 	mutate          func(*Config)
 }
 
-// deadAddr returns a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 func newHarness(t *testing.T, opts harnessOptions) *harness {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
 	logger := zap.New(core)
 	h := &harness{t: t, audit: newMemAudit(), up: newUpstream(t), logs: logs, clock: &testClock{}, files: t.TempDir()}
-	h.snap.Store(compile(t, specGH, specOther))
+	h.snap.Store(specs.Compile(t, specGH, specOther))
 	h.reg = session.NewRegistry(session.RegistryConfig{Now: h.clock.Now})
 	to := opts.approvalTimeout
 	if to == 0 {
@@ -246,7 +217,7 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 	}
 	h.broker = approval.NewBroker(approval.BrokerConfig{Timeout: to, Audit: h.audit})
 
-	proxyAddr := deadAddr(t)
+	proxyAddr := testkit.DeadAddr(t)
 	if opts.withProxy {
 		proxyAddr = h.startProxy(logger)
 	}
@@ -365,7 +336,7 @@ func (r response) json(t *testing.T) map[string]any {
 }
 
 // errCode returns error.code of an error response.
-func (r response) errCode(t *testing.T) string {
+func (r response) errCode(t *testing.T) contract.Code {
 	t.Helper()
 	m := r.json(t)
 	e, ok := m["error"].(map[string]any)
@@ -376,7 +347,7 @@ func (r response) errCode(t *testing.T) string {
 	if msg, _ := e["message"].(string); msg == "" {
 		t.Errorf("error without a message: %s", r.body)
 	}
-	return code
+	return contract.Code(code)
 }
 
 // do sends a request to the API. body may be a string (sent as is) or a

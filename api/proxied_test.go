@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
 // These tests send calls through a real proxy.Server to a loopback TLS
@@ -416,7 +417,7 @@ func TestRunBodyToken(t *testing.T) {
 		body   any
 		hdr    []string
 		status int
-		code   string
+		code   contract.Code
 	}{
 		{"no token anywhere", "", req(""), nil, http.StatusUnauthorized, CodeUnauthorized},
 		{"wrong body token", "", req("tok-wrong"), nil, http.StatusUnauthorized, CodeUnauthorized},

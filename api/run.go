@@ -12,8 +12,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/policy"
-	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
@@ -171,8 +171,8 @@ func (s *Server) refused(sess *session.Session, source, fqn, tool, op string, e 
 		Tool:         tool,
 		Operation:    op,
 		Status:       e.Status,
-		Decision:     proxy.DecisionDenied,
-		Reason:       e.Code,
+		Decision:     contract.DecisionDenied,
+		Reason:       e.Code.String(),
 		Source:       source,
 	})
 	s.metrics.proxied.WithLabelValues(source, "refused").Inc()
@@ -184,7 +184,7 @@ func (s *Server) refused(sess *session.Session, source, fqn, tool, op string, e 
 // returns the audited 404 refusal with notFoundCode, listing what the
 // session can call instead; when the spec does not declare how to send it
 // upstream, the audited 501 operation_not_proxyable.
-func (s *Server) lookupOperation(sess *session.Session, source, notFoundCode, fqn, tool, op string) (*policy.Snapshot, *policy.Match, error) {
+func (s *Server) lookupOperation(sess *session.Session, source string, notFoundCode contract.Code, fqn, tool, op string) (*policy.Snapshot, *policy.Match, error) {
 	snap, err := s.snapshot()
 	if err != nil {
 		return nil, nil, err

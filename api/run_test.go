@@ -4,13 +4,15 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit/specs"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -23,7 +25,7 @@ func TestRunRefusals(t *testing.T) {
 		name      string
 		body      string
 		status    int
-		code      string
+		code      contract.Code
 		wantInMsg []string
 		extraKey  string // a member of the error object that must be present
 		audited   bool
@@ -86,7 +88,7 @@ func TestRunRefusals(t *testing.T) {
 					t.Fatalf("%d new denied events, want 1", len(denied)-before)
 				}
 				ev := denied[len(denied)-1]
-				if ev.Source != SourceRunEndpoint || ev.Reason != tc.code || ev.SessionID != cs.ID || ev.Status != tc.status {
+				if ev.Source != SourceRunEndpoint || ev.Reason != tc.code.String() || ev.SessionID != cs.ID || ev.Status != tc.status {
 					t.Errorf("denied event = %+v", ev)
 				}
 			}
@@ -124,7 +126,7 @@ func TestSandboxProxyRefusals(t *testing.T) {
 		name   string
 		mut    func(*SandboxProxyRequest)
 		status int
-		code   string
+		code   contract.Code
 	}{
 		{"plain http", func(r *SandboxProxyRequest) { r.URL = "http://" + hostGH + "/repos/acme/x/issues" }, http.StatusNotFound, CodeSandboxOperationNotFound},
 		{"other host", func(r *SandboxProxyRequest) { r.URL = "https://evil.example/repos/acme/x/issues" }, http.StatusNotFound, CodeSandboxOperationNotFound},
@@ -155,7 +157,7 @@ func TestSandboxProxyRefusals(t *testing.T) {
 }
 
 func TestBuildCall(t *testing.T) {
-	snap := compile(t, specGH)
+	snap := specs.Compile(t, specGH)
 	op := func(name string) *policy.Operation {
 		m, err := snap.Lookup(policy.NewScope([]string{fqnGH}), fqnGH, "gh", name)
 		if err != nil {
@@ -248,7 +250,7 @@ func TestExactInteger(t *testing.T) {
 }
 
 func TestAuditArgsHeader(t *testing.T) {
-	snap := compile(t, specGH)
+	snap := specs.Compile(t, specGH)
 	m, err := snap.Lookup(policy.NewScope([]string{fqnGH}), fqnGH, "gh", "issues.list")
 	if err != nil {
 		t.Fatal(err)
@@ -287,17 +289,5 @@ func TestErrorGolden(t *testing.T) {
 		pretty, _ := json.MarshalIndent(v, "", "  ")
 		out.WriteString("# " + c.name + " " + http.StatusText(r.status) + "\n" + string(pretty) + "\n")
 	}
-	golden := filepath.Join("testdata", "run_errors.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if out.String() != string(want) {
-		t.Errorf("error responses differ from %s (rerun with -update and review):\n%s", golden, out.String())
-	}
+	testkit.Golden(t, filepath.Join("testdata", "run_errors.golden"), []byte(out.String()))
 }

@@ -29,8 +29,9 @@ import (
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/policy"
-	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
@@ -48,18 +49,18 @@ const (
 	HeaderSessionID = "X-Aileron-Session-Id"
 	// HeaderInternal carries Config.ProxyInternalKey to the proxy, which
 	// honours HeaderSource and HeaderAuditArgs only when it matches.
-	HeaderInternal = proxy.HeaderInternal
+	HeaderInternal = contract.HeaderInternal
 	// HeaderSource names the API endpoint a proxied request came from.
-	HeaderSource = proxy.HeaderSource
+	HeaderSource = contract.HeaderSource
 	// HeaderAuditArgs is base64url(JSON object) of the args the operation's
 	// args.<input> audit fields name, keyed by input name; the proxy
 	// evaluates (and redacts) the audit fields.
-	HeaderAuditArgs = proxy.HeaderAuditArgs
+	HeaderAuditArgs = contract.HeaderAuditArgs
 	// HeaderDecision is set by the proxy on responses it originates.
-	HeaderDecision = proxy.HeaderDecision
+	HeaderDecision = contract.HeaderDecision
 	// HeaderAuditID is set by the proxy to the audit_id of its event, and
 	// by the API on every 200 reply of the run and request endpoints.
-	HeaderAuditID = proxy.HeaderAuditID
+	HeaderAuditID = contract.HeaderAuditID
 	// HeaderUpstreamStatus is set on every 200 reply of the run and
 	// request endpoints to the upstream's status code, so a client that
 	// cannot parse JSON (a POSIX sh shim) still learns it.
@@ -74,8 +75,8 @@ const (
 
 // Values of HeaderSource.
 const (
-	SourceRunEndpoint  = proxy.SourceRunEndpoint
-	SourceSandboxProxy = proxy.SourceSandboxProxy
+	SourceRunEndpoint  = contract.SourceRunEndpoint
+	SourceSandboxProxy = contract.SourceSandboxProxy
 )
 
 // Config holds the API server's dependencies. Fields marked required make
@@ -173,8 +174,8 @@ func New(cfg Config) (*Server, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("creating the API server: required config missing: %s", strings.Join(missing, ", "))
 	}
-	if _, _, err := net.SplitHostPort(cfg.ProxyAddr); err != nil {
-		return nil, fmt.Errorf("creating the API server: ProxyAddr %q is not host:port: %w", cfg.ProxyAddr, err)
+	if _, err := hostport.NewAddr(cfg.ProxyAddr); err != nil {
+		return nil, fmt.Errorf("creating the API server: ProxyAddr: %w", err)
 	}
 	if cfg.AdvertiseProxyAddr == "" {
 		cfg.AdvertiseProxyAddr = cfg.ProxyAddr
@@ -208,8 +209,12 @@ func New(cfg Config) (*Server, error) {
 	if s.throttle, err = newAuthThrottle(cfg.Registerer); err != nil {
 		return nil, fmt.Errorf("creating the API server: registering metrics: %w", err)
 	}
-	for _, h := range cfg.AllowedHosts {
-		s.hosts[hostOnly(h)] = true
+	for i, h := range cfg.AllowedHosts {
+		hp, err := hostport.New(h)
+		if err != nil {
+			return nil, fmt.Errorf("creating the API server: AllowedHosts[%d]: %w", i, err)
+		}
+		s.hosts[hp.Host] = true
 	}
 	s.clients = newClientCache(cfg)
 	s.e = s.newEcho()
@@ -400,26 +405,16 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// hostOnly lower-cases a Host header value and strips its port and
-// brackets.
-func hostOnly(h string) string {
-	if host, _, err := net.SplitHostPort(h); err == nil {
-		h = host
-	}
-	return strings.ToLower(strings.TrimSuffix(strings.Trim(h, "[]"), "."))
-}
-
 // isAllowedHost accepts IP literals (a rebinding attack cannot make a
-// browser send one it did not resolve), "localhost" and AllowedHosts.
+// browser send one it did not resolve), "localhost" and AllowedHosts. The
+// Host header is parsed with the one host grammar (internal/hostport); a
+// value it refuses is not allowed.
 func (s *Server) isAllowedHost(h string) bool {
-	host := hostOnly(h)
-	if host == "" {
+	hp, err := hostport.New(h)
+	if err != nil {
 		return false
 	}
-	if net.ParseIP(host) != nil {
-		return true
-	}
-	return s.hosts[host]
+	return hp.IsIP() || s.hosts[hp.Host]
 }
 
 // bearer returns the token of an "Authorization: Bearer" header.

@@ -22,7 +22,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	"github.com/aileron-dev/aileron-proxy/proxy"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
@@ -248,7 +248,7 @@ func (s *Server) forward(c echo.Context, ob outbound) error {
 	}
 	defer resp.Body.Close()
 
-	if d := resp.Header.Get(HeaderDecision); d != "" && d != proxy.DecisionAllowed {
+	if d := resp.Header.Get(HeaderDecision); d != "" && d != contract.DecisionAllowed {
 		s.metrics.proxied.WithLabelValues(ob.source, "denied").Inc()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		setRetryAfter(c, resp.Header.Get("Retry-After"))
@@ -288,15 +288,11 @@ func (s *Server) forward(c echo.Context, ob outbound) error {
 	return c.JSON(http.StatusOK, env)
 }
 
-// proxyCodeUnreachable is the proxy's error code for an upstream it could
-// not reach or that failed before answering.
-const proxyCodeUnreachable = "upstream_unreachable"
-
 // isUpstreamConnectFailure reports whether resp is the proxy's own 502
 // upstream_unreachable: the upstream failed before sending a response byte.
 // It peeks at the (small, proxy-written) body and puts it back.
 func isUpstreamConnectFailure(resp *http.Response) bool {
-	if d := resp.Header.Get(HeaderDecision); resp.StatusCode != http.StatusBadGateway || d == "" || d == proxy.DecisionAllowed {
+	if d := resp.Header.Get(HeaderDecision); resp.StatusCode != http.StatusBadGateway || d == "" || d == contract.DecisionAllowed {
 		return false
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -305,7 +301,7 @@ func isUpstreamConnectFailure(resp *http.Response) bool {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
 	var eb errorBody
-	return json.Unmarshal(body, &eb) == nil && eb.Error != nil && eb.Error.Code == proxyCodeUnreachable
+	return json.Unmarshal(body, &eb) == nil && eb.Error != nil && eb.Error.Code == contract.CodeUpstreamUnreachable
 }
 
 func drainClose(rc io.ReadCloser) {
@@ -337,7 +333,7 @@ func (s *Server) newUpstreamRequest(ctx context.Context, ob outbound) (*http.Req
 		req.Header.Set(HeaderAuditArgs, ob.call.auditArgs)
 	}
 	if ob.approval {
-		req.Header.Set(proxy.HeaderApproval, proxy.ApprovalRequiredValue)
+		req.Header.Set(contract.HeaderApproval, contract.ApprovalRequired)
 	}
 	return req, nil
 }

@@ -11,41 +11,8 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
-
-// recorder is an audit.Recorder that keeps events and signals each one.
-type recorder struct {
-	mu     sync.Mutex
-	events []audit.Event
-	ch     chan audit.Event
-}
-
-func newRecorder() *recorder { return &recorder{ch: make(chan audit.Event, 256)} }
-
-func (r *recorder) Record(e audit.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-	r.ch <- e
-}
-
-func (r *recorder) all() []audit.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.events)
-}
-
-// next waits (bounded) for the next event.
-func (r *recorder) next(t *testing.T) audit.Event {
-	t.Helper()
-	select {
-	case e := <-r.ch:
-		return e
-	case <-time.After(5 * time.Second):
-		t.Fatal("no audit event within 5s")
-		return audit.Event{}
-	}
-}
 
 func req(session, op string) Request {
 	return Request{
@@ -63,11 +30,11 @@ func req(session, op string) Request {
 // awaitAsync runs Await in a goroutine and returns its result channel and
 // the approval ID once it is pending (taken from the approval.requested
 // event).
-func awaitAsync(t *testing.T, ctx context.Context, b *Broker, rec *recorder, r Request) (<-chan Outcome, string) {
+func awaitAsync(t *testing.T, ctx context.Context, b *Broker, rec *testkit.Recorder, r Request) (<-chan Outcome, string) {
 	t.Helper()
 	out := make(chan Outcome, 1)
 	go func() { out <- b.Await(ctx, r) }()
-	e := rec.next(t)
+	e := rec.Next(t)
 	if e.Event != audit.EventApprovalRequested {
 		t.Fatalf("first event = %q, want %q", e.Event, audit.EventApprovalRequested)
 	}
@@ -137,7 +104,7 @@ func TestApproveAndDeny(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := newRecorder()
+			rec := testkit.NewRecorder()
 			b := NewBroker(BrokerConfig{Timeout: time.Minute, Audit: rec})
 			ch, id := awaitAsync(t, context.Background(), b, rec, req("ses_1", "issues.create"))
 			if !strings.HasPrefix(id, IDPrefix) {
@@ -154,7 +121,7 @@ func TestApproveAndDeny(t *testing.T) {
 			if got := result(t, ch); got != tc.want {
 				t.Errorf("Await = %q, want %q", got, tc.want)
 			}
-			e := rec.next(t)
+			e := rec.Next(t)
 			if e.Event != audit.EventApprovalDecided || e.Decision != tc.wantDecision || e.Reason != tc.wantReason ||
 				e.SessionID != "ses_1" || e.Operation != "issues.create" || e.Fields[FieldApprovalID] != id {
 				t.Errorf("decided event = %+v", e)
@@ -174,13 +141,13 @@ func TestApproveAndDeny(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	rec := newRecorder()
+	rec := testkit.NewRecorder()
 	b := NewBroker(BrokerConfig{Timeout: 50 * time.Millisecond, Audit: rec})
 	ch, id := awaitAsync(t, context.Background(), b, rec, req("ses_1", "issues.create"))
 	if got := result(t, ch); got != OutcomeTimeout {
 		t.Fatalf("Await = %q, want timeout", got)
 	}
-	e := rec.next(t)
+	e := rec.Next(t)
 	if e.Event != audit.EventApprovalDecided || e.Decision != "denied" || e.Reason != ReasonTimeout {
 		t.Errorf("decided event = %+v, want decision denied, reason timeout", e)
 	}
@@ -193,7 +160,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestContextCanceled(t *testing.T) {
-	rec := newRecorder()
+	rec := testkit.NewRecorder()
 	b := NewBroker(BrokerConfig{Timeout: time.Minute, Audit: rec})
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, _ := awaitAsync(t, ctx, b, rec, req("ses_1", "issues.create"))
@@ -201,13 +168,13 @@ func TestContextCanceled(t *testing.T) {
 	if got := result(t, ch); got != OutcomeCanceled || got.IsApproved() {
 		t.Fatalf("Await = %q, want canceled", got)
 	}
-	if e := rec.next(t); e.Reason != ReasonCanceled || e.Decision != "denied" {
+	if e := rec.Next(t); e.Reason != ReasonCanceled || e.Decision != "denied" {
 		t.Errorf("decided event = %+v", e)
 	}
 }
 
 func TestRememberSession(t *testing.T) {
-	rec := newRecorder()
+	rec := testkit.NewRecorder()
 	b := NewBroker(BrokerConfig{Timeout: time.Minute, Audit: rec})
 	ctx := context.Background()
 
@@ -228,7 +195,7 @@ func TestRememberSession(t *testing.T) {
 		}
 	}
 	for range 2 {
-		if e := rec.next(t); e.Event != audit.EventApprovalDecided || e.Decision != "approved" || e.Reason != ReasonApproved || e.Operation != "issues.create" {
+		if e := rec.Next(t); e.Event != audit.EventApprovalDecided || e.Decision != "approved" || e.Reason != ReasonApproved || e.Operation != "issues.create" {
 			t.Errorf("decided event = %+v, want issues.create approved", e)
 		}
 	}
@@ -237,7 +204,7 @@ func TestRememberSession(t *testing.T) {
 	if got := b.Await(ctx, req("ses_1", "issues.create")); got != OutcomeApproved {
 		t.Errorf("remembered Await = %q, want approved", got)
 	}
-	if e := rec.next(t); e.Event != audit.EventApprovalDecided || e.Reason != ReasonRemembered || e.Decision != "approved" {
+	if e := rec.Next(t); e.Event != audit.EventApprovalDecided || e.Reason != ReasonRemembered || e.Decision != "approved" {
 		t.Errorf("remembered event = %+v", e)
 	}
 
@@ -261,8 +228,8 @@ func TestRememberSession(t *testing.T) {
 	if result(t, chOtherOp) != OutcomeDenied || result(t, chOtherSess) != OutcomeDenied {
 		t.Error("the other requests were not denied")
 	}
-	rec.next(t)
-	rec.next(t)
+	rec.Next(t)
+	rec.Next(t)
 
 	// Forgetting the session drops the grant: the next request waits again.
 	b.ForgetSession("ses_1")
@@ -276,7 +243,7 @@ func TestRememberSession(t *testing.T) {
 }
 
 func TestRememberDenyForSession(t *testing.T) {
-	rec := newRecorder()
+	rec := testkit.NewRecorder()
 	b := NewBroker(BrokerConfig{Timeout: time.Minute, Audit: rec})
 	ch, id := awaitAsync(t, context.Background(), b, rec, req("ses_1", "op"))
 	if err := b.Decide(id, DecisionDeny, RememberSession); err != nil {
@@ -340,7 +307,7 @@ func TestOnRequestedAndHistoryBound(t *testing.T) {
 }
 
 func TestListReturnsCopies(t *testing.T) {
-	rec := newRecorder()
+	rec := testkit.NewRecorder()
 	b := NewBroker(BrokerConfig{Timeout: time.Minute, Audit: rec})
 	ch, id := awaitAsync(t, context.Background(), b, rec, req("ses_1", "op"))
 	got := b.List(StatePending)
@@ -355,7 +322,7 @@ func TestListReturnsCopies(t *testing.T) {
 func TestConcurrentDecideAndTimeout(t *testing.T) {
 	// Decide racing the timeout: exactly one wins, Await returns once, and
 	// exactly one decided event is recorded per request.
-	rec := newRecorder()
+	rec := testkit.NewRecorder()
 	b := NewBroker(BrokerConfig{Timeout: 5 * time.Millisecond, Audit: rec})
 	const n = 20
 	var wg sync.WaitGroup
@@ -389,7 +356,7 @@ func TestConcurrentDecideAndTimeout(t *testing.T) {
 		t.Errorf("%d outcomes, want %d", count, n)
 	}
 	decided := 0
-	for _, e := range rec.all() {
+	for _, e := range rec.All() {
 		if e.Event == audit.EventApprovalDecided {
 			decided++
 		}

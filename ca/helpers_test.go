@@ -17,9 +17,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // testValidity is the session length used by tests that do not care.
@@ -100,41 +101,6 @@ func leafPEM(c *tls.Certificate) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]})
 }
 
-// requireTool returns the path of an external program. A missing program
-// skips the test, except under CI=true where it fails it.
-func requireTool(t testing.TB, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s not found on PATH (required when CI=true): %v", name, err)
-		}
-		t.Skipf("%s not found on PATH: %v", name, err)
-	}
-	return p
-}
-
-// childEnv is the environment for client subprocesses: the test's own
-// environment minus every variable that could add trust anchors, point at a
-// proxy or load a client config file. Each client is then given the trust it
-// is meant to use through its flags.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		u := strings.ToUpper(k)
-		switch {
-		case strings.Contains(u, "SSL"), strings.Contains(u, "CERT"),
-			strings.Contains(u, "CA_BUNDLE"), strings.Contains(u, "CAINFO"),
-			strings.Contains(u, "PROXY"), u == "CURL_HOME", u == "OPENSSL_CONF",
-			strings.HasPrefix(u, "PYTHON"):
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "NO_PROXY=*", "no_proxy=*")
-}
-
 // run runs a client subprocess with childEnv and a bounded wait, returning
 // its combined output and exit code (-1 if it did not exit normally).
 func run(t testing.TB, name string, args ...string) (string, int) {
@@ -142,7 +108,7 @@ func run(t testing.TB, name string, args ...string) (string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = childEnv()
+	cmd.Env = testkit.CleanEnv("NO_PROXY=*", "no_proxy=*")
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		return string(out), 0

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // interopHosts is the host set most client tests use: DNS names, an IPv4
@@ -22,7 +24,7 @@ func interopHosts() []string {
 }
 
 func TestOpenSSLVerifyStrict(t *testing.T) {
-	openssl := requireTool(t, "openssl")
+	openssl := testkit.RequireTool(t, "openssl")
 	tests := []struct {
 		name  string
 		hosts []string
@@ -72,7 +74,7 @@ func TestOpenSSLVerifyStrict(t *testing.T) {
 }
 
 func TestOpenSSLShowsExtensions(t *testing.T) {
-	openssl := requireTool(t, "openssl")
+	openssl := testkit.RequireTool(t, "openssl")
 	dir := t.TempDir()
 	a := newTestAuthority(t, interopHosts()...)
 	files := map[string]string{
@@ -246,7 +248,7 @@ func TestGoClientHandshake(t *testing.T) {
 }
 
 func TestCurlHandshake(t *testing.T) {
-	curl := requireTool(t, "curl")
+	curl := testkit.RequireTool(t, "curl")
 	emptyDir := t.TempDir() // --capath: no other trust anchors
 	forEachClientCase(t, func(t *testing.T, tc clientCase, trust map[string]string, _ map[string][]byte) {
 		tcp := tc.addr.(*net.TCPAddr)
@@ -266,7 +268,7 @@ func TestCurlHandshake(t *testing.T) {
 }
 
 func TestPythonStrictHandshake(t *testing.T) {
-	python := requireTool(t, "python3")
+	python := testkit.RequireTool(t, "python3")
 	script, err := filepath.Abs(filepath.Join("testdata", "tls_client.py"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,7 @@
 package credentials
 
+import "github.com/aileron-dev/aileron-proxy/internal/multimatch"
+
 // ChunkMasker masks secrets in a message that arrives, and must be passed
 // on, in chunks (the frames of one WebSocket message), including secrets
 // split across chunks. Each chunk is masked as soon as it arrives; only the
@@ -10,7 +12,7 @@ package credentials
 // It is not safe for concurrent use; build one per stream with
 // Scrubber.Chunks.
 type ChunkMasker struct {
-	m                 *matcher
+	m                 *multimatch.Matcher
 	orig, out         []byte // scratch: tail and chunk as received, then masked
 	tailOrig, tailOut []byte // the held-back tail as received, and masked
 }
@@ -40,16 +42,16 @@ func (c *ChunkMasker) Next(p []byte, final bool) []byte {
 	}
 	c.orig = append(append(c.orig[:0], c.tailOrig...), p...)
 	c.out = append(c.out[:0], c.orig...)
-	c.m.maskAll(c.out)
+	c.m.MaskAll(c.out)
 	for i, b := range c.tailOut {
-		if b == mask {
-			c.out[i] = mask // found whole by an earlier pass; this one may not see it whole
+		if b == multimatch.Mask {
+			c.out[i] = multimatch.Mask // found whole by an earlier pass; this one may not see it whole
 		}
 	}
 	n := len(c.out)
 	release := n
 	if !final {
-		release = max(n-(c.m.maxLen-1), 0)
+		release = max(n-(c.m.MaxLen()-1), 0)
 	}
 	c.tailOrig = append(c.tailOrig[:0], c.orig[release:]...)
 	c.tailOut = append(c.tailOut[:0], c.out[release:]...)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // chunkAll feeds in to a fresh ChunkMasker cut at cuts and returns what it
@@ -26,7 +28,7 @@ func chunkAll(t testing.TB, s *Scrubber, in []byte, cuts []int) []byte {
 func TestChunkMaskerEverySplit(t *testing.T) {
 	secret := "sk_live_51HabcdefXYZ"
 	s := mustScrubber(t, secret)
-	for _, form := range testForms(secret) {
+	for _, form := range testkit.SecretForms(secret) {
 		in := []byte("before " + form + " after")
 		want := []byte("before " + strings.Repeat("*", len(form)) + " after")
 		for a := 0; a <= len(in); a++ {

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 func resolverFor(t *testing.T, cfg ResolverConfig, bs ...Binding) *Resolver {
@@ -124,7 +126,7 @@ func TestApplyPlacements(t *testing.T) {
 				t.Fatal(err)
 			}
 			all := string(body) + headerDump(resp.Header)
-			for _, f := range append(testForms(secret), testForms(tc.want)...) {
+			for _, f := range append(testkit.SecretForms(secret), testkit.SecretForms(tc.want)...) {
 				if f != "" && strings.Contains(all, f) {
 					t.Fatalf("response still carries %q:\n%s", f, all)
 				}

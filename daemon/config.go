@@ -10,15 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tailscale/hujson"
 
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/proxy"
 )
 
@@ -196,22 +195,17 @@ func ParseResolve(entries []string) (map[string]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("%q: want HOST:PORT=IP:PORT, e.g. api.example.com:443=127.0.0.1:8443", e)
 		}
-		h, p, err := net.SplitHostPort(from)
-		if err != nil || h == "" || !validPort(p) {
+		key, err := hostport.NewAddr(from)
+		if err != nil {
 			return nil, fmt.Errorf("%q: %q is not HOST:PORT (e.g. api.example.com:443)", e, from)
 		}
-		ip, tp, err := net.SplitHostPort(to)
-		if err != nil || net.ParseIP(ip) == nil || !validPort(tp) {
+		addr, err := hostport.NewAddr(to)
+		if err != nil || !addr.IsIP() {
 			return nil, fmt.Errorf("%q: %q is not IP:PORT (e.g. 127.0.0.1:8443 or [::1]:8443)", e, to)
 		}
-		m[net.JoinHostPort(strings.ToLower(strings.TrimSuffix(h, ".")), p)] = net.JoinHostPort(ip, tp)
+		m[key.String()] = addr.String()
 	}
 	return m, nil
-}
-
-func validPort(p string) bool {
-	n, err := strconv.Atoi(p)
-	return err == nil && n >= 1 && n <= 65535
 }
 
 // withDefaults returns cfg with zero fields defaulted, or an error naming

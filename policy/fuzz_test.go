@@ -115,42 +115,6 @@ func FuzzParseSpec(f *testing.F) {
 	})
 }
 
-// FuzzParseHostPort checks host:port parsing never panics and that its
-// normal forms are fixed points.
-func FuzzParseHostPort(f *testing.F) {
-	for _, s := range []string{
-		"api.example.com", "API.Example.COM:8443", "api.example.com.", "127.0.0.1:1", "[::1]:8443", "[2001:DB8::1]",
-		"[::ffff:1.2.3.4]", "https://x/y", "u@h", "h:", "h:0", "h:65536", "h:0443", "::1", "[::1", "[fe80::1%eth0]",
-		"*.x.com", "bücher.de", "a..b", "-a.b", "1.2.3", "", " ", "h\x00", "[::1]:", "[]", "[::1]x",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		host, port, err := ParseHostPort(s)
-		norm := NormalizeHost(s)
-		if err != nil {
-			if norm != "" {
-				t.Fatalf("NormalizeHost(%q) = %q for an invalid host", s, norm)
-			}
-			return
-		}
-		if host == "" || port < 0 || port > 65535 || host != strings.ToLower(host) {
-			t.Fatalf("ParseHostPort(%q) = %q, %d", s, host, port)
-		}
-		h2, p2, err := ParseHostPort(formatHostPort(host, port))
-		if err != nil || h2 != host || p2 != port {
-			t.Fatalf("ParseHostPort(formatHostPort(%q, %d)) = %q, %d, %v", host, port, h2, p2, err)
-		}
-		if norm == "" || NormalizeHost(norm) != norm {
-			t.Fatalf("NormalizeHost(%q) = %q, not a fixed point (%q)", s, norm, NormalizeHost(norm))
-		}
-		h3, p3, err := ParseHostPort(norm)
-		if err != nil || h3 != host || p3 == 0 || (port != 0 && p3 != port) {
-			t.Fatalf("ParseHostPort(NormalizeHost(%q)) = %q, %d, %v", s, h3, p3, err)
-		}
-	})
-}
-
 // FuzzParseFQN checks FQN parsing never panics, that String is a fixed
 // point, and that versions this package accepts are valid semver.
 func FuzzParseFQN(f *testing.F) {

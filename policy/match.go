@@ -37,6 +37,13 @@ const (
 	ReasonAmbiguous           Reason = "ambiguous_operation"
 )
 
+// Reasons returns every Reason a Decision may carry, the one list that
+// metrics label sets and documentation are built from. TestReasonsListed
+// fails when a Reason constant is missing here.
+func Reasons() []Reason {
+	return []Reason{ReasonAllowed, ReasonHostNotAllowed, ReasonOperationNotAllowed, ReasonPathNotCanonical, ReasonAmbiguous}
+}
+
 // String returns the reason code, "unspecified" for the zero value.
 func (r Reason) String() string {
 	if r == "" {
@@ -211,8 +218,8 @@ func (s *Snapshot) index(c Connector, order *int) error {
 			}
 			seen := make(map[string]bool, len(op.Hosts))
 			for hi, h := range op.Hosts {
-				name, ok := canonicalHostPort(h)
-				if !ok {
+				name := normalizeHost(h)
+				if name == "" {
 					return fmt.Errorf("compiling connector %q: tools[%d].operations[%d].hosts[%d]: %q is not a valid host[:port]; use a DNS name or IP literal (IPv6 in brackets) with an optional port, e.g. \"api.example.com\" or \"api.example.com:8443\"", fqn, ti, oi, hi, h)
 				}
 				if !seen[name] {
@@ -454,8 +461,8 @@ func (s *Snapshot) Intercepts(sc Scope, hostport string) bool {
 	if s == nil {
 		return false
 	}
-	name, ok := canonicalHostPort(hostport)
-	if !ok {
+	name := normalizeHost(hostport)
+	if name == "" {
 		return false
 	}
 	hi := s.hosts[name]
@@ -478,8 +485,8 @@ func (s *Snapshot) Decide(sc Scope, r Request) Decision {
 		return Decision{Reason: ReasonHostNotAllowed, Message: fmt.Sprintf("%s %s on %s is refused: %s",
 			printable(r.Method), printable(r.Path), printable(r.Host), why)}
 	}
-	name, ok := canonicalHostPort(r.Host)
-	if !ok {
+	name := normalizeHost(r.Host)
+	if name == "" {
 		return s.denyHost(sc, r, fmt.Sprintf("%q is not a valid host:port", r.Host))
 	}
 	hi := s.hosts[name]

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 const (
@@ -618,7 +620,10 @@ func TestFixtureSpecs(t *testing.T) {
 	}
 }
 
-func TestCanonicalHostPort(t *testing.T) {
+// TestNormalizeHost is the matcher's view of the one host grammar
+// (internal/hostport): unbracketed IPv6 is refused as in specs, and
+// internationalised names compare in punycode.
+func TestNormalizeHost(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"api.github.com:443", "api.github.com:443"},
 		{"api.github.com", "api.github.com:443"},
@@ -628,7 +633,7 @@ func TestCanonicalHostPort(t *testing.T) {
 		{"[::1]:8443", "[::1]:8443"},
 		{"[0:0::1]", "[::1]:443"},
 		{"[2001:DB8::1]:1", "[2001:db8::1]:1"},
-		{"::1", "[::1]:443"},
+		{"::1", ""},
 		{"", ""},
 		{":443", ""},
 		{"h:", ""},
@@ -645,13 +650,31 @@ func TestCanonicalHostPort(t *testing.T) {
 		{"[::1]x", ""},
 		{"[1.2.3.4]:80", ""},
 		{"[fe80::1%eth0]:443", ""},
-		{"h\u00e9.example", ""},
+		{"h\u00e9.example", "xn--h-bga.example:443"},
+		{"a_b.example:8443", "a_b.example:8443"},
 		{strings.Repeat("a", 64) + ".example", ""},
 	}
 	for _, tc := range tests {
-		got, ok := canonicalHostPort(tc.in)
-		if got != tc.want || ok != (tc.want != "") {
-			t.Errorf("canonicalHostPort(%q) = %q, %v; want %q", tc.in, got, ok, tc.want)
+		if got := NormalizeHost(tc.in); got != tc.want {
+			t.Errorf("NormalizeHost(%q) = %q; want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestReasonsListed fails when a Reason constant is missing from Reasons,
+// the list the proxy's metric labels are built from.
+func TestReasonsListed(t *testing.T) {
+	listed := map[Reason]bool{}
+	for _, r := range Reasons() {
+		listed[r] = true
+	}
+	consts := testkit.StringConsts(t, "match.go", "Reason")
+	for _, c := range consts {
+		if !listed[Reason(c.Value)] {
+			t.Errorf("%s (%q) is missing from Reasons()", c.Name, c.Value)
+		}
+	}
+	if len(consts) != len(listed) {
+		t.Errorf("match.go declares %d Reason constants, Reasons() lists %d", len(consts), len(listed))
 	}
 }

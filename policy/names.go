@@ -3,12 +3,12 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	"golang.org/x/mod/semver"
+
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
 // maxNameLen bounds tool, operation, input and audit names. Tool names become
@@ -254,174 +254,17 @@ func compareVersions(a, b string) int {
 	return semver.Compare("v"+a, "v"+b)
 }
 
-// ParseHostPort parses an operation host entry or a CONNECT target: a DNS
-// name or an IP literal (IPv6 in brackets), optionally followed by ":port".
-// The host is returned in lower case without a trailing dot, IPv6 without
-// brackets and in canonical form; port is 0 when absent. Schemes, paths,
-// queries, fragments, userinfo, whitespace, wildcards, zones and non-ASCII
-// names are refused with a message that quotes s and says what to use.
+// ParseHostPort parses an operation host entry or a CONNECT target with
+// the one host grammar (internal/hostport): host in normal form (lower
+// case, punycode, no trailing dot, IPv6 unbracketed), port 0 when absent.
 func ParseHostPort(s string) (host string, port int, err error) {
-	const form = "host[:port], e.g. \"api.example.com\" or \"api.example.com:8443\""
-	switch {
-	case s == "":
-		return "", 0, fmt.Errorf("must not be empty; use %s", form)
-	case strings.Contains(s, "://"):
-		return "", 0, fmt.Errorf("%q must be host[:port] without a scheme or path", s)
-	case strings.ContainsFunc(s, isSpaceOrControl):
-		return "", 0, fmt.Errorf("%q must not contain whitespace or control characters; use %s", s, form)
-	case strings.Contains(s, "@"):
-		return "", 0, fmt.Errorf("%q must not contain userinfo (%q); use %s, and declare credentials with the operation's credential field", s, s[:strings.LastIndexByte(s, '@')+1], form)
-	case strings.Contains(s, "/"):
-		return "", 0, fmt.Errorf("%q must be host[:port] without a scheme or path", s)
-	case strings.Contains(s, "?"):
-		return "", 0, fmt.Errorf("%q must not contain a query (\"?\"); use %s", s, form)
-	case strings.Contains(s, "#"):
-		return "", 0, fmt.Errorf("%q must not contain a fragment (\"#\"); use %s", s, form)
-	}
-	hostPart, portPart, hasPort, err := splitHostPort(s)
-	if err != nil {
-		return "", 0, err
-	}
-	if hasPort {
-		if port, err = parsePort(s, portPart); err != nil {
-			return "", 0, err
-		}
-	}
-	if strings.HasPrefix(hostPart, "[") {
-		addr, err := netip.ParseAddr(hostPart[1 : len(hostPart)-1])
-		if err != nil || !addr.Is6() || addr.Zone() != "" {
-			return "", 0, fmt.Errorf("%q: %q is not a valid IPv6 address (zones are not allowed); use a literal like \"[2001:db8::1]:8443\"", s, hostPart)
-		}
-		return addr.String(), port, nil
-	}
-	host, err = normalizeHostName(s, hostPart)
-	if err != nil {
-		return "", 0, err
-	}
-	return host, port, nil
+	hp, err := hostport.New(s)
+	return hp.Host, hp.Port, err
 }
 
-func isSpaceOrControl(r rune) bool {
-	return r <= ' ' || r == 0x7f || r == 0x85 || r == 0xa0 || r == 0x2028 || r == 0x2029 || r == 0xfeff
-}
+// NormalizeHost returns hostport in the form the matcher compares: normal
+// form with a port, 443 when absent ("API.x.com" → "api.x.com:443"). It
+// returns "" for input ParseHostPort refuses, so comparisons fail closed.
+func NormalizeHost(hostport string) string { return normalizeHost(hostport) }
 
-// splitHostPort splits s into its host and port parts, requiring brackets
-// around IPv6 literals.
-func splitHostPort(s string) (hostPart, portPart string, hasPort bool, err error) {
-	if strings.HasPrefix(s, "[") {
-		end := strings.IndexByte(s, ']')
-		if end < 0 {
-			return "", "", false, fmt.Errorf("%q has an unclosed \"[\"; write IPv6 literals as \"[2001:db8::1]\" or \"[2001:db8::1]:8443\"", s)
-		}
-		hostPart, rest := s[:end+1], s[end+1:]
-		if rest == "" {
-			return hostPart, "", false, nil
-		}
-		if rest[0] != ':' {
-			return "", "", false, fmt.Errorf("%q has %q after the IPv6 literal; only \":port\" may follow", s, rest)
-		}
-		return hostPart, rest[1:], true, nil
-	}
-	if strings.ContainsAny(s, "[]") {
-		return "", "", false, fmt.Errorf("%q: brackets are only allowed around a whole IPv6 literal, e.g. \"[2001:db8::1]:8443\"", s)
-	}
-	switch strings.Count(s, ":") {
-	case 0:
-		return s, "", false, nil
-	case 1:
-		h, p, _ := strings.Cut(s, ":")
-		return h, p, true, nil
-	default:
-		return "", "", false, fmt.Errorf("%q: IPv6 literals must be in brackets, e.g. \"[2001:db8::1]\" or \"[2001:db8::1]:8443\"", s)
-	}
-}
-
-func parsePort(s, p string) (int, error) {
-	if p == "" {
-		return 0, fmt.Errorf("%q has an empty port; remove the \":\" or add a port 1-65535", s)
-	}
-	if !isNumericIdent(p) || len(p) > 5 {
-		return 0, fmt.Errorf("%q: port %q must be a decimal number 1-65535 without leading zeros", s, p)
-	}
-	n, _ := strconv.Atoi(p)
-	if n < 1 || n > 65535 {
-		return 0, fmt.Errorf("%q: port %d is out of range; use 1-65535", s, n)
-	}
-	return n, nil
-}
-
-// normalizeHostName checks a DNS name or IPv4 literal and returns it in
-// lower case without a trailing dot.
-func normalizeHostName(s, h string) (string, error) {
-	if h == "" {
-		return "", fmt.Errorf("%q has an empty host; use host[:port], e.g. \"api.example.com\"", s)
-	}
-	if strings.HasPrefix(h, "*") {
-		return "", fmt.Errorf("%q: wildcards are not supported; list each host the operation calls", s)
-	}
-	for _, r := range h {
-		if r >= 0x80 {
-			return "", fmt.Errorf("%q must be ASCII; write internationalized names in their punycode form (\"xn--...\")", s)
-		}
-	}
-	h = strings.ToLower(strings.TrimSuffix(h, "."))
-	if addr, err := netip.ParseAddr(h); err == nil {
-		if !addr.Is4() {
-			return "", fmt.Errorf("%q: IPv6 literals must be in brackets, e.g. \"[2001:db8::1]\"", s)
-		}
-		return addr.String(), nil
-	}
-	if len(h) > 253 {
-		return "", fmt.Errorf("%q: host name is longer than 253 characters", s)
-	}
-	labels := strings.Split(h, ".")
-	for _, l := range labels {
-		if l == "" {
-			return "", fmt.Errorf("%q has an empty label (\"..\" or a leading \".\"); use a name like \"api.example.com\"", s)
-		}
-		if len(l) > 63 {
-			return "", fmt.Errorf("%q: label %q is longer than 63 characters", s, l)
-		}
-		if l[0] == '-' || l[len(l)-1] == '-' {
-			return "", fmt.Errorf("%q: label %q must not start or end with '-'", s, l)
-		}
-		for i := 0; i < len(l); i++ {
-			c := l[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return "", fmt.Errorf("%q: label %q may only contain letters, digits and '-'", s, l)
-			}
-		}
-	}
-	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
-		return "", fmt.Errorf("%q is neither a valid IPv4 address nor a DNS name (the last label is all digits)", s)
-	}
-	return h, nil
-}
-
-// formatHostPort renders a host (as ParseHostPort returns it) and port;
-// port 0 is omitted.
-func formatHostPort(host string, port int) string {
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if port == 0 {
-		return host
-	}
-	return host + ":" + strconv.Itoa(port)
-}
-
-// NormalizeHost returns hostport in the form the matcher compares: lower
-// case, no trailing dot, canonical IPv6 in brackets, and always a port (443
-// when absent): "API.x.com" → "api.x.com:443", "[::1]:8443" → "[::1]:8443".
-// It returns "" for input ParseHostPort refuses, which never equals a
-// normalized host, so callers comparing against spec hosts fail closed.
-func NormalizeHost(hostport string) string {
-	host, port, err := ParseHostPort(hostport)
-	if err != nil {
-		return ""
-	}
-	if port == 0 {
-		port = 443
-	}
-	return formatHostPort(host, port)
-}
+func normalizeHost(s string) string { return hostport.Normalize(s, 443) }

@@ -49,25 +49,19 @@ func TestParseFQN(t *testing.T) {
 	}
 }
 
+// TestParseHostPort checks policy's wrappers delegate to the one host
+// grammar (internal/hostport, which has the full table and the fuzzers).
 func TestParseHostPort(t *testing.T) {
-	valid := []struct {
+	for _, tc := range []struct {
 		in   string
 		host string
 		port int
 		norm string
 	}{
-		{"api.example.com", "api.example.com", 0, "api.example.com:443"},
-		{"API.Example.COM:8443", "api.example.com", 8443, "api.example.com:8443"},
-		{"api.example.com.", "api.example.com", 0, "api.example.com:443"},
-		{"localhost:1", "localhost", 1, "localhost:1"},
-		{"127.0.0.1", "127.0.0.1", 0, "127.0.0.1:443"},
-		{"[::1]:8443", "::1", 8443, "[::1]:8443"},
-		{"[2001:DB8:0:0::1]", "2001:db8::1", 0, "[2001:db8::1]:443"},
-		{"[::ffff:1.2.3.4]:80", "::ffff:1.2.3.4", 80, "[::ffff:1.2.3.4]:80"},
-		{"xn--bcher-kva.example:65535", "xn--bcher-kva.example", 65535, "xn--bcher-kva.example:65535"},
-		{"a-b.c0", "a-b.c0", 0, "a-b.c0:443"},
-	}
-	for _, tc := range valid {
+		{"API.Example.COM.:8443", "api.example.com", 8443, "api.example.com:8443"},
+		{"[::1]", "::1", 0, "[::1]:443"},
+		{"Bücher.example", "xn--bcher-kva.example", 0, "xn--bcher-kva.example:443"},
+	} {
 		host, port, err := ParseHostPort(tc.in)
 		if err != nil || host != tc.host || port != tc.port {
 			t.Errorf("ParseHostPort(%q) = %q, %d, %v; want %q, %d, nil", tc.in, host, port, err, tc.host, tc.port)
@@ -75,45 +69,12 @@ func TestParseHostPort(t *testing.T) {
 		if got := NormalizeHost(tc.in); got != tc.norm {
 			t.Errorf("NormalizeHost(%q) = %q, want %q", tc.in, got, tc.norm)
 		}
-		if got := NormalizeHost(NormalizeHost(tc.in)); got != tc.norm {
-			t.Errorf("NormalizeHost(NormalizeHost(%q)) = %q, want %q", tc.in, got, tc.norm)
-		}
 	}
-	invalid := []struct{ in, msg string }{
-		{"", "must not be empty"},
-		{"https://api.example.com", "must be host[:port] without a scheme or path"},
-		{"api.example.com/x", "must be host[:port] without a scheme or path"},
-		{"u@api.example.com", `must not contain userinfo ("u@")`},
-		{"api.example.com?", "must not contain a query"},
-		{"api.example.com#", "must not contain a fragment"},
-		{"api example.com", "must not contain whitespace"},
-		{"api.example.com\x00", "must not contain whitespace or control characters"},
-		{"api.example.com:", "has an empty port"},
-		{"api.example.com:65536", "port 65536 is out of range"},
-		{"api.example.com:+1", `port "+1" must be a decimal number`},
-		{"api.example.com:123456", `port "123456" must be a decimal number`},
-		{"a:1:2", "IPv6 literals must be in brackets"},
-		{"::1", "IPv6 literals must be in brackets"},
-		{"[::1", `unclosed "["`},
-		{"[::1]]", `has "]" after the IPv6 literal`},
-		{"[fe80::1%eth0]", "zones are not allowed"},
-		{"*.example.com", "wildcards are not supported"},
-		{"\u212aelvin.example", "must be ASCII"},
-		{".example.com", "has an empty label"},
-		{"-a.example.com", "must not start or end with '-'"},
-		{"a_b.example.com", "may only contain letters, digits and '-'"},
-		{"1.2.3.256", "is neither a valid IPv4 address nor a DNS name"},
-		{"example.123", "is neither a valid IPv4 address nor a DNS name"},
-		{":443", "has an empty host"},
+	if _, _, err := ParseHostPort("*.example.com"); err == nil || !strings.Contains(err.Error(), "wildcards are not supported") {
+		t.Errorf("ParseHostPort(wildcard) error = %v, want a wildcard refusal", err)
 	}
-	for _, tc := range invalid {
-		_, _, err := ParseHostPort(tc.in)
-		if err == nil || !strings.Contains(err.Error(), tc.msg) {
-			t.Errorf("ParseHostPort(%q) error = %v, want it to contain %q", tc.in, err, tc.msg)
-		}
-		if got := NormalizeHost(tc.in); got != "" {
-			t.Errorf("NormalizeHost(%q) = %q, want \"\" for an invalid host", tc.in, got)
-		}
+	if got := NormalizeHost("::1"); got != "" {
+		t.Errorf("NormalizeHost(%q) = %q, want \"\" for an invalid host", "::1", got)
 	}
 }
 

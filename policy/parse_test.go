@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 func TestParseSpecSyntaxErrors(t *testing.T) {
@@ -167,24 +169,7 @@ func TestManyErrorsGolden(t *testing.T) {
 	for _, p := range warnings {
 		b.WriteString("warning: " + p.String() + "\n")
 	}
-	checkGolden(t, filepath.Join("testdata", "many-errors.golden"), b.String())
-}
-
-// checkGolden compares got with the golden file, rewriting it with -update.
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if updateGolden() {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatalf("writing golden file: %v", err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (create it with -update): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (rerun with -update and review the diff):\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", "many-errors.golden"), []byte(b.String()))
 }
 
 // TestExampleSpecs checks the specs shipped in configs/connectors are valid

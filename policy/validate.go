@@ -1,11 +1,12 @@
 package policy
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
 // The validation rules of aileron.connector.v1. Each check reports every
@@ -270,13 +271,16 @@ func (c *checker) hosts(path string, nodes []*jnode) []string {
 			c.fail(hp, "must be a string like \"api.example.com\", got %s", hn.kind)
 			continue
 		}
-		h, port, err := ParseHostPort(hn.str)
+		parsed, err := hostport.New(hn.str)
 		if err != nil {
+			if strings.Contains(hn.str, "@") {
+				err = fmt.Errorf("%w, and declare credentials with the operation's credential field", err)
+			}
 			c.fail(hp, "%s", err.Error())
 			continue
 		}
-		norm := formatHostPort(h, port)
-		key := formatHostPort(h, cmp.Or(port, 443)) // NormalizeHost(norm), without parsing it again
+		norm := parsed.String()
+		key := parsed.WithDefaultPort(443).String() // NormalizeHost(norm), without parsing it again
 		if first, dup := seen[key]; dup {
 			c.warn(hp, "duplicate host %q (same as %s); it is ignored", hn.str, index(path, first))
 			continue
@@ -328,50 +332,36 @@ func (c *checker) checkPath(at, p string, inputs map[string]bool) []string {
 				templates = append(templates, name)
 			}
 		default:
-			if bad, ok := firstNonPathChar(seg); ok {
-				c.fail(at, "%q contains %q, which must be percent-encoded (e.g. %q)", p, bad, pctEncode(bad))
-				continue
-			}
-			dec, ok := pctDecode(seg)
-			beforeParam, _, _ := strings.Cut(dec, ";")
-			switch {
-			case !ok:
-				c.fail(at, "segment %q of %q has an invalid percent-encoding; '%%' must be followed by two hex digits", seg, p)
-			case beforeParam != "" && strings.Trim(beforeParam, ".") == "":
-				c.fail(at, "%q must not contain dot segments (\".\", \"..\", also percent-encoded or followed by \";...\"); write the path without them", p)
-			case strings.ContainsAny(dec, "/\\"):
-				c.fail(at, "segment %q of %q encodes a '/' or '\\'; use separate segments or a {template}", seg, p)
-			case strings.ContainsFunc(dec, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-				c.fail(at, "segment %q of %q encodes a control character; remove it", seg, p)
-			case hasDoubleEncoding(seg):
-				c.fail(at, "segment %q of %q is percent-encoded twice (%%25 followed by two hex digits); encode it once", seg, p)
+			if problem := checkSegment(seg); problem != "" {
+				c.fail(at, "%s", segmentProblem(p, seg, problem))
 			}
 		}
 	}
 	return templates
 }
 
-// firstNonPathChar returns the first character of seg that RFC 3986 does not
-// allow unencoded in a path segment ('%' is checked by pctDecode).
-func firstNonPathChar(seg string) (string, bool) {
-	for _, r := range seg {
-		if r < 0x80 && (isAlnum(byte(r)) || strings.ContainsRune("-._~!$&'()*+,;=:@%", r)) {
-			continue
+// segmentProblem phrases a checkSegment problem with literal segment seg
+// of spec path p, and says how to fix it.
+func segmentProblem(p, seg, problem string) string {
+	switch problem {
+	case pathUnencoded:
+		for _, r := range seg {
+			if r >= 0x80 || !isPathByte(byte(r)) {
+				return fmt.Sprintf("%q contains %q, which must be percent-encoded (e.g. %q)", p, string(r), pctEncode(string(r)))
+			}
 		}
-		return string(r), true
+	case pathBadEscape:
+		return fmt.Sprintf("segment %q of %q has an invalid percent-encoding; '%%' must be followed by two hex digits", seg, p)
+	case pathDotSegment:
+		return fmt.Sprintf("%q must not contain dot segments (\".\", \"..\", also percent-encoded or followed by \";...\"); write the path without them", p)
+	case pathEncodedSlash, pathEncodedBSlash, pathBackslash:
+		return fmt.Sprintf("segment %q of %q holds a '/' or '\\' (raw or percent-encoded); use separate segments or a {template}", seg, p)
+	case pathControl:
+		return fmt.Sprintf("segment %q of %q holds a control character (raw or percent-encoded); remove it", seg, p)
+	case pathDoubleEscape:
+		return fmt.Sprintf("segment %q of %q is percent-encoded twice (%%25 followed by two hex digits); encode it once", seg, p)
 	}
-	return "", false
-}
-
-// hasDoubleEncoding reports whether seg holds "%25" followed by two hex
-// digits, which decodes to another escape.
-func hasDoubleEncoding(seg string) bool {
-	for i := 0; i+4 < len(seg); i++ {
-		if seg[i] == '%' && seg[i+1] == '2' && seg[i+2] == '5' && unhexVal(seg[i+3]) >= 0 && unhexVal(seg[i+4]) >= 0 {
-			return true
-		}
-	}
-	return false
+	return fmt.Sprintf("segment %q of %q is refused: %s", seg, p, problem)
 }
 
 func pctEncode(s string) string {
@@ -380,30 +370,6 @@ func pctEncode(s string) string {
 		fmt.Fprintf(&b, "%%%02X", s[i])
 	}
 	return b.String()
-}
-
-// pctDecode decodes %XX escapes; ok is false on a malformed escape.
-func pctDecode(s string) (string, bool) {
-	if !strings.Contains(s, "%") {
-		return s, true
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		hi, lo := unhexVal(s[i+1]), unhexVal(s[i+2])
-		if hi < 0 || lo < 0 {
-			return "", false
-		}
-		b.WriteByte(byte(hi<<4 | lo))
-		i += 2
-	}
-	return b.String(), true
 }
 
 func (c *checker) inputs(path string, o obj) []Input {

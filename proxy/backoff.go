@@ -3,7 +3,6 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -12,6 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
 // Defaults of AuthBackoff.
@@ -72,8 +73,8 @@ func NewAuthBackoff(rate float64, burst int, now func() time.Time) *AuthBackoff 
 // SourceOf returns the host part of a request's RemoteAddr, the source an
 // AuthBackoff keys on.
 func SourceOf(remoteAddr string) string {
-	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
-		return h
+	if hp, err := hostport.New(remoteAddr); err == nil {
+		return hp.Host
 	}
 	return remoteAddr
 }
@@ -157,10 +158,6 @@ func (b *AuthBackoff) lookup(source, id string, create bool) *backoffBucket {
 	return bk
 }
 
-// codeAuthThrottled answers an attempt refused because its source failed
-// authentication too often.
-const codeAuthThrottled = "auth_throttled"
-
 // authThrottledError is returned by authenticate while the source is
 // throttled; wait is the time until the next attempt is allowed.
 type authThrottledError struct{ wait time.Duration }
@@ -175,9 +172,9 @@ func (s *Server) authFailed(source, id string) {
 	if !s.authBackoff.Fail(source, id) {
 		return
 	}
-	s.cfg.Audit.Record(audit.Event{Event: audit.EventDenied, Decision: decisionDenied, Reason: codeAuthThrottled,
-		Status: http.StatusTooManyRequests, Source: sourceProxy, Fields: map[string]string{"client": source}})
-	s.log.Warn("proxy authentication throttled", zap.String("client", source), zap.String("reason", codeAuthThrottled))
+	s.cfg.Audit.Record(audit.Event{Event: audit.EventDenied, Decision: contract.DecisionDenied, Reason: contract.CodeAuthThrottled.String(),
+		Status: http.StatusTooManyRequests, Source: contract.SourceProxy, Fields: map[string]string{"client": source}})
+	s.log.Warn("proxy authentication throttled", zap.String("client", source), zap.Stringer("reason", contract.CodeAuthThrottled))
 }
 
 // throttledRefusal explains a refusal for err, when it is an
@@ -188,10 +185,10 @@ func (s *Server) throttledRefusal(err error) (errorDetail, http.Header, bool) {
 	if !errors.As(err, &te) {
 		return errorDetail{}, nil, false
 	}
-	s.metrics.decision(false, codeAuthThrottled)
+	s.metrics.decision(false, contract.CodeAuthThrottled.String())
 	secs := int((te.wait + time.Second - 1) / time.Second)
 	secs = max(secs, 1)
-	return errorDetail{Code: codeAuthThrottled,
+	return errorDetail{Code: contract.CodeAuthThrottled,
 			Message: fmt.Sprintf("too many failed proxy authentications from this address; retry after %d s with the session's proxy credential", secs)},
 		http.Header{"Retry-After": {strconv.Itoa(secs)}}, true
 }
@@ -202,7 +199,7 @@ func (s *Server) refuseThrottled(w http.ResponseWriter, err error) bool {
 	d, hdr, ok := s.throttledRefusal(err)
 	if ok {
 		w.Header()["Retry-After"] = hdr["Retry-After"]
-		writeError(w, http.StatusTooManyRequests, decisionDenied, "", d)
+		writeError(w, http.StatusTooManyRequests, contract.DecisionDenied, "", d)
 	}
 	return ok
 }
@@ -214,5 +211,5 @@ func (s *Server) throttledConnect(err error) *http.Response {
 	if !ok {
 		return nil
 	}
-	return connectResponse(http.StatusTooManyRequests, decisionDenied, "", d, hdr)
+	return connectResponse(http.StatusTooManyRequests, contract.DecisionDenied, "", d, hdr)
 }

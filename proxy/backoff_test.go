@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
@@ -86,12 +87,12 @@ func TestProxyAuthBackoff(t *testing.T) {
 	if n407.Load() > maxChecked || n429.Load() == 0 {
 		t.Fatalf("%d wrong credentials were checked (407) and %d throttled; want at most %d checked", n407.Load(), n429.Load(), maxChecked)
 	}
-	if got := e.metric(t, "aileron_proxy_decisions_total", map[string]string{"result": "deny", "reason": codeAuthThrottled}); got != float64(n429.Load()) {
+	if got := e.metric(t, "aileron_proxy_decisions_total", map[string]string{"result": "deny", "reason": string(contract.CodeAuthThrottled)}); got != float64(n429.Load()) {
 		t.Errorf("throttled decisions metric = %v, want %d", got, n429.Load())
 	}
 	throttled := 0
-	for _, ev := range e.audit.all() {
-		if ev.Reason == codeAuthThrottled {
+	for _, ev := range e.audit.All() {
+		if ev.Reason == string(contract.CodeAuthThrottled) {
 			throttled++
 		}
 	}

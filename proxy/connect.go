@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -20,7 +19,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
-	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
 // maxListedHosts caps the hosts listed in a CONNECT refusal.
@@ -34,142 +34,6 @@ type connectState struct {
 }
 
 type connectStateKey struct{}
-
-// tunnel is one accepted CONNECT.
-type tunnel struct {
-	s    *Server
-	sess Session
-	mode string
-	// target is the normalized CONNECT host:port; host is its lower-case,
-	// unbracketed host without a trailing dot.
-	target string
-	host   string
-	port   int
-	// hostHeader is the Host value sent upstream.
-	hostHeader string
-	leaf       *tls.Certificate
-	opened     time.Time
-
-	// client and upstream are set under s.mu; upstream only for passthrough.
-	client   net.Conn
-	upstream net.Conn
-	// closed is set under s.mu by closeTunnels, so a tunnel closed before
-	// hijackConnect set client is closed there instead of being served.
-	closed bool
-	// expiry closes the tunnel when its session expires; set under s.mu,
-	// nil for a session without expiry.
-	expiry *time.Timer
-
-	releaseOnce sync.Once
-}
-
-// release forgets the tunnel; it runs once, when the client connection
-// closes (or when a reserved tunnel is never hijacked).
-func (t *tunnel) release() {
-	t.releaseOnce.Do(func() {
-		s := t.s
-		s.mu.Lock()
-		if t.expiry != nil {
-			t.expiry.Stop()
-		}
-		delete(s.tunnels, t)
-		if n := s.perSession[t.sess.ID] - 1; n > 0 {
-			s.perSession[t.sess.ID] = n
-		} else {
-			delete(s.perSession, t.sess.ID)
-		}
-		drained := s.shuttingDown && len(s.tunnels) == 0
-		burst := s.burstOverLocked()
-		s.mu.Unlock()
-		s.metrics.tunnelGauge(t.mode).Dec()
-		if drained {
-			s.drainedOnce.Do(func() { close(s.drained) })
-		}
-		if burst {
-			go s.returnMemory() // memory.go
-		}
-	})
-}
-
-// markClosed marks t closed and appends its open connections to conns, for
-// the caller to close once it has released s.mu, which it holds.
-func (t *tunnel) markClosed(conns []net.Conn) []net.Conn {
-	t.closed = true
-	if t.client != nil {
-		conns = append(conns, t.client)
-	}
-	if t.upstream != nil {
-		conns = append(conns, t.upstream)
-	}
-	return conns
-}
-
-// expire closes t when its session expires, unless it is released already.
-func (t *tunnel) expire() {
-	s := t.s
-	var conns []net.Conn
-	s.mu.Lock()
-	if _, open := s.tunnels[t]; open {
-		conns = t.markClosed(nil)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-}
-
-// tunnelConn is the client side of a tunnel; closing it releases the tunnel.
-// The TLS config finds the tunnel through it (ClientHelloInfo.Conn).
-type tunnelConn struct {
-	net.Conn
-	t *tunnel
-}
-
-func (c *tunnelConn) Close() error {
-	err := c.Conn.Close()
-	c.t.release()
-	return err
-}
-
-// CloseWrite half-closes a TCP connection; other conns are left open.
-func (c *tunnelConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
-
-// openTunnel reserves a tunnel for sess, enforcing the per-session limit.
-func (s *Server) openTunnel(sess Session, mode, target, host string, port int) (*tunnel, int, string) {
-	t := &tunnel{s: s, sess: sess, mode: mode, target: target, host: host, port: port, opened: s.now()}
-	t.hostHeader = target
-	if port == 443 {
-		t.hostHeader = host
-		if strings.Contains(host, ":") {
-			t.hostHeader = "[" + host + "]"
-		}
-	}
-	s.mu.Lock()
-	if s.shuttingDown {
-		s.mu.Unlock()
-		return nil, http.StatusServiceUnavailable, codeShuttingDown
-	}
-	if s.perSession[sess.ID] >= s.limits.MaxTunnelsPerSession {
-		s.mu.Unlock()
-		return nil, http.StatusTooManyRequests, codeTooManyTunnels
-	}
-	s.perSession[sess.ID]++
-	s.tunnels[t] = struct{}{}
-	s.noteOpenLocked()
-	if !sess.ExpiresAt.IsZero() {
-		// Requests check expiry themselves; this also ends passthrough
-		// tunnels and idle keep-alive tunnels of an expired session.
-		t.expiry = time.AfterFunc(sess.ExpiresAt.Sub(t.opened), t.expire)
-	}
-	s.mu.Unlock()
-	s.metrics.tunnelGauge(mode).Inc()
-	return t, 0, ""
-}
 
 var errNoProxyCredential = errors.New("no Basic Proxy-Authorization credential")
 
@@ -223,9 +87,9 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 	r := ctx.Req
 	st, _ := r.Context().Value(connectStateKey{}).(*connectState)
 	start := s.now()
-	ev := audit.Event{Event: audit.EventDenied, Method: http.MethodConnect, Host: host, Source: sourceProxy}
+	ev := audit.Event{Event: audit.EventDenied, Method: http.MethodConnect, Host: host, Source: contract.SourceProxy}
 	if st == nil {
-		ctx.Resp = s.refuseConnect(ev, start, http.StatusInternalServerError, errorDetail{Code: "internal", Message: "CONNECT reached the proxy by an unexpected path"}, nil)
+		ctx.Resp = s.refuseConnect(ev, start, http.StatusInternalServerError, errorDetail{Code: contract.CodeInternal, Message: "CONNECT reached the proxy by an unexpected path"}, nil)
 		return s.rejectAction, host
 	}
 	sess, err := s.authenticate(r)
@@ -237,14 +101,14 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 		s.log.Debug("proxy authentication failed", zap.String("host", host), zap.Error(err))
 		hdr := http.Header{headerProxyAuthentic: {proxyAuthRealm}}
 		ctx.Resp = s.refuseConnect(ev, start, http.StatusProxyAuthRequired,
-			errorDetail{Code: codeProxyAuthRequired, Message: proxyAuthMessage}, hdr)
+			errorDetail{Code: contract.CodeProxyAuthRequired, Message: proxyAuthMessage}, hdr)
 		return s.rejectAction, host
 	}
 	ev.SessionID = sess.ID
-	target := policy.NormalizeHost(host)
-	hostname, port, err := splitTarget(target)
+	hp, err := hostport.New(host)
+	target, hostname, port := hp.WithDefaultPort(443).String(), hp.Host, hp.WithDefaultPort(443).Port
 	if err != nil {
-		ctx.Resp = s.refuseConnect(ev, start, http.StatusBadRequest, errorDetail{Code: codeBadTarget,
+		ctx.Resp = s.refuseConnect(ev, start, http.StatusBadRequest, errorDetail{Code: contract.CodeBadTarget,
 			Message: fmt.Sprintf("CONNECT target %q is not host:port", host)}, nil)
 		return s.rejectAction, host
 	}
@@ -268,7 +132,7 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 	if t == nil {
 		d := errorDetail{Code: code, Host: target}
 		var hdr http.Header
-		if code == codeTooManyTunnels {
+		if code == contract.CodeTooManyTunnels {
 			d.Message = fmt.Sprintf("session %s already has %d open tunnels, the limit; close idle connections or retry later",
 				sess.ID, s.limits.MaxTunnelsPerSession)
 			secs := int((s.limits.RetryAfter + time.Second - 1) / time.Second)
@@ -289,7 +153,7 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 			s.metrics.leafErr.Inc()
 			t.release()
 			s.log.Warn("issuing session leaf failed", zap.String("session_id", sess.ID), zap.String("host", target), zap.Error(err))
-			ctx.Resp = s.refuseConnect(ev, start, http.StatusForbidden, errorDetail{Code: codeHostNotAllowed, Host: target,
+			ctx.Resp = s.refuseConnect(ev, start, http.StatusForbidden, errorDetail{Code: contract.CodeHostNotAllowed, Host: target,
 				Message: fmt.Sprintf("session %s's certificate authority cannot vouch for %s (the host was added to a connector after the session was created); create a new session", sess.ID, hostname)}, nil)
 			return s.rejectAction, host
 		}
@@ -331,7 +195,7 @@ func hostNotAllowed(target, sessionID string, hosts []string) errorDetail {
 	if listed == nil {
 		listed = []string{}
 	}
-	return errorDetail{Code: codeHostNotAllowed, Message: msg, Host: target, AllowedHosts: listed}
+	return errorDetail{Code: contract.CodeHostNotAllowed, Message: msg, Host: target, AllowedHosts: listed}
 }
 
 // refuseConnect builds the response goproxy writes before closing the
@@ -340,13 +204,13 @@ func (s *Server) refuseConnect(ev audit.Event, start time.Time, status int, d er
 	id := audit.NewID()
 	ev.AuditID = id
 	ev.Status = status
-	ev.Reason = d.Code
-	ev.Decision = decisionDenied
+	ev.Reason = d.Code.String()
+	ev.Decision = contract.DecisionDenied
 	if status >= 500 {
-		ev.Decision = decisionError
+		ev.Decision = contract.DecisionError
 	}
 	s.record(&exchange{start: start, ev: ev}, zapcore.WarnLevel, "connect refused")
-	s.metrics.decision(false, d.Code)
+	s.metrics.decision(false, d.Code.String())
 
 	return connectResponse(status, ev.Decision, id, d, hdr)
 }
@@ -360,9 +224,9 @@ func connectResponse(status int, decision, auditID string, d errorDetail, hdr ht
 	}
 	hdr.Set("Content-Type", contentTypeJSON)
 	hdr.Set("Cache-Control", "no-store")
-	hdr.Set(headerDecision, decision)
+	hdr.Set(contract.HeaderDecision, decision)
 	if auditID != "" {
-		hdr.Set(headerAuditID, auditID)
+		hdr.Set(contract.HeaderAuditID, auditID)
 	}
 	return &http.Response{
 		Status:        strconv.Itoa(status) + " " + http.StatusText(status),

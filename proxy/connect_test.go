@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
 func TestConnectWithoutValidCredentialGets407(t *testing.T) {
@@ -53,12 +54,12 @@ func TestConnectWithoutValidCredentialGets407(t *testing.T) {
 			if got := resp.Header.Get("Proxy-Authenticate"); got != `Basic realm="aileron-proxy"` {
 				t.Errorf("Proxy-Authenticate = %q", got)
 			}
-			if got := errorOf(t, body).Code; got != codeProxyAuthRequired {
-				t.Errorf("code = %q, want %q", got, codeProxyAuthRequired)
+			if got := errorOf(t, body).Code; got != contract.CodeProxyAuthRequired {
+				t.Errorf("code = %q, want %q", got, string(contract.CodeProxyAuthRequired))
 			}
-			id := resp.Header.Get(headerAuditID)
-			ev := e.audit.waitFor(t, "for the 407", byAuditID(id))
-			if ev.Event != audit.EventDenied || ev.Status != 407 || ev.Reason != codeProxyAuthRequired || ev.SessionID != "" {
+			id := resp.Header.Get(contract.HeaderAuditID)
+			ev := e.audit.WaitFor(t, "for the 407", byAuditID(id))
+			if ev.Event != audit.EventDenied || ev.Status != 407 || ev.Reason != string(contract.CodeProxyAuthRequired) || ev.SessionID != "" {
 				t.Errorf("audit event = %+v", ev)
 			}
 		})
@@ -75,18 +76,18 @@ func TestConnectToHostOutsideScopeIsRefused(t *testing.T) {
 			if resp.StatusCode != http.StatusForbidden {
 				t.Fatalf("CONNECT %s = %d, want 403", target, resp.StatusCode)
 			}
-			if resp.Header.Get(headerDecision) != decisionDenied {
-				t.Errorf("%s = %q, want denied", headerDecision, resp.Header.Get(headerDecision))
+			if resp.Header.Get(contract.HeaderDecision) != contract.DecisionDenied {
+				t.Errorf("%s = %q, want denied", contract.HeaderDecision, resp.Header.Get(contract.HeaderDecision))
 			}
 			d := errorOf(t, body)
-			if d.Code != codeHostNotAllowed || !slices.Contains(d.AllowedHosts, "api.example.test:443") {
+			if d.Code != contract.CodeHostNotAllowed || !slices.Contains(d.AllowedHosts, "api.example.test:443") {
 				t.Errorf("error = %+v, want host_not_allowed listing api.example.test:443", d)
 			}
 			if !strings.Contains(d.Message, target) {
 				t.Errorf("message %q does not name %s", d.Message, target)
 			}
-			id := resp.Header.Get(headerAuditID)
-			ev := e.audit.waitFor(t, "for the refused CONNECT", byAuditID(id))
+			id := resp.Header.Get(contract.HeaderAuditID)
+			ev := e.audit.WaitFor(t, "for the refused CONNECT", byAuditID(id))
 			if ev.Event != audit.EventDenied || ev.SessionID != e.sess.ID || ev.Host != target || ev.Method != http.MethodConnect {
 				t.Errorf("audit event = %+v", ev)
 			}
@@ -94,7 +95,7 @@ func TestConnectToHostOutsideScopeIsRefused(t *testing.T) {
 			for _, l := range e.logs.FilterMessage("connect refused").All() {
 				if f := l.ContextMap(); f["audit_id"] == id {
 					n++
-					if l.Level != zapcore.WarnLevel || f["decision"] != decisionDenied || f["reason"] != codeHostNotAllowed ||
+					if l.Level != zapcore.WarnLevel || f["decision"] != contract.DecisionDenied || f["reason"] != string(contract.CodeHostNotAllowed) ||
 						f["host"] != target || f["session_id"] != e.sess.ID || fmt.Sprint(f["status"]) != "403" {
 						t.Errorf("log line = %v %v", l.Level, f)
 					}
@@ -119,7 +120,7 @@ func TestTunnelLimitPerSessionGets429(t *testing.T) {
 	if got := resp.Header.Get("Retry-After"); got != "3" {
 		t.Errorf("Retry-After = %q, want 3", got)
 	}
-	if got := errorOf(t, body).Code; got != codeTooManyTunnels {
+	if got := errorOf(t, body).Code; got != contract.CodeTooManyTunnels {
 		t.Errorf("code = %q", got)
 	}
 	if got := e.srv.OpenTunnels(e.sess.ID); got != 2 {
@@ -173,18 +174,36 @@ func TestPlainHTTP(t *testing.T) {
 		if s.Header.Get("Authorization") != "" || s.RequestURI != "/anything?x=1" {
 			t.Errorf("upstream saw %+v", s)
 		}
-		ev := e.audit.waitFor(t, "for the plain passthrough", byAuditID(resp.Header.Get(headerAuditID)))
+		ev := e.audit.WaitFor(t, "for the plain passthrough", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 		if ev.Event != audit.EventPassthrough || ev.Path != "/anything" || ev.Status != 200 {
 			t.Errorf("audit event = %+v", ev)
 		}
 	})
+	t.Run("trailing dot and case are normalized before forwarding", func(t *testing.T) {
+		// Before internal/hostport the plain path kept the trailing dot in
+		// the target, so the audit host and the dialled name differed from
+		// the passthrough entry it matched.
+		resp, err := c.Get("http://Plain.Pass.Example.Test./dot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status = %d", resp.StatusCode)
+		}
+		e.expectSeen(t)
+		ev := e.audit.WaitFor(t, "for the plain passthrough", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
+		if ev.Host != "plain.pass.example.test:80" {
+			t.Errorf("audit host = %q, want %q", ev.Host, "plain.pass.example.test:80")
+		}
+	})
 	t.Run("intercepted host over http is refused", func(t *testing.T) {
 		resp, err := c.Get("http://api.example.test/user")
-		wantRefusal(t, resp, err, http.StatusForbidden, codePlainHTTPNotAllowed)
+		wantRefusal(t, resp, err, http.StatusForbidden, string(contract.CodePlainHTTPNotAllowed))
 	})
 	t.Run("other host is refused", func(t *testing.T) {
 		resp, err := c.Get("http://evil.example.test/")
-		wantRefusal(t, resp, err, http.StatusForbidden, codeHostNotAllowed)
+		wantRefusal(t, resp, err, http.StatusForbidden, string(contract.CodeHostNotAllowed))
 	})
 	t.Run("without credential 407", func(t *testing.T) {
 		tr := &http.Transport{Proxy: http.ProxyURL(e.proxyURL(false))}
@@ -202,7 +221,7 @@ func TestPlainHTTP(t *testing.T) {
 		tr := &http.Transport{} // no environment proxy
 		defer tr.CloseIdleConnections()
 		resp, err := (&http.Client{Transport: tr}).Get("http://" + e.addr + "/")
-		wantRefusal(t, resp, err, http.StatusBadRequest, codeNotAProxyRequest)
+		wantRefusal(t, resp, err, http.StatusBadRequest, string(contract.CodeNotAProxyRequest))
 	})
 	e.expectNothingSeen(t)
 }
@@ -231,11 +250,11 @@ func TestPassthroughTunnelIsBlind(t *testing.T) {
 	if got := s.Header.Get("Authorization"); got != "Bearer passthrough-own" {
 		t.Errorf("upstream Authorization = %q; passthrough must neither strip nor inject", got)
 	}
-	if resp.Header.Get(headerAuditID) != "" {
-		t.Errorf("a blind tunnel cannot add headers, yet %s is set", headerAuditID)
+	if resp.Header.Get(contract.HeaderAuditID) != "" {
+		t.Errorf("a blind tunnel cannot add headers, yet %s is set", contract.HeaderAuditID)
 	}
 	tr.CloseIdleConnections()
-	ev := e.audit.waitFor(t, "passthrough", func(ev audit.Event) bool { return ev.Event == audit.EventPassthrough })
+	ev := e.audit.WaitFor(t, "passthrough", func(ev audit.Event) bool { return ev.Event == audit.EventPassthrough })
 	if ev.Host != "www.pass.example.test:443" || ev.SessionID != e.sess.ID || ev.BytesIn == 0 || ev.BytesOut == 0 {
 		t.Errorf("audit event = %+v", ev)
 	}
@@ -248,7 +267,7 @@ func TestPassthroughTunnelIsBlind(t *testing.T) {
 	if len(lines) != 1 || lines[0].Level != zapcore.InfoLevel {
 		t.Fatalf("want one Info line \"passthrough tunnel closed\", got %d", len(lines))
 	}
-	if f := lines[0].ContextMap(); f["audit_id"] != ev.AuditID || f["decision"] != decisionAllowed || fmt.Sprint(f["bytes_in"]) != fmt.Sprint(ev.BytesIn) {
+	if f := lines[0].ContextMap(); f["audit_id"] != ev.AuditID || f["decision"] != contract.DecisionAllowed || fmt.Sprint(f["bytes_in"]) != fmt.Sprint(ev.BytesIn) {
 		t.Errorf("log fields = %v, want those of audit event %+v", f, ev)
 	}
 }

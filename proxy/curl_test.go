@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
 // curlEnv is the child environment: no inherited trust stores or proxies,
@@ -70,7 +72,7 @@ func TestCurl(t *testing.T) {
 				t.Fatalf("curl status/version = %q, want %q; output:\n%s", got, want, out)
 			}
 			if tc.wantProto == 0 {
-				if !strings.Contains(string(out), codeOperationNotAllowed) {
+				if !strings.Contains(string(out), string(contract.CodeOperationNotAllowed)) {
 					t.Errorf("denial body lacks the code:\n%s", out)
 				}
 				e.expectNothingSeen(t)

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
 // refusedPrefixes are the ranges the proxy never dials unless the operator
@@ -102,13 +103,14 @@ func newDialer(resolve map[string]netip.AddrPort, timeout time.Duration) *dialer
 // checked; otherwise every resolved address is checked and the first
 // permitted one that answers is used.
 func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	if ap, ok := d.resolve[strings.ToLower(addr)]; ok {
+	hp, err := hostport.NewAddr(addr)
+	if err != nil {
+		return nil, fmt.Errorf("dialing: %w", err)
+	}
+	if ap, ok := d.resolve[hp.String()]; ok {
 		return d.net.DialContext(ctx, network, ap.String())
 	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("dialing %q: %w", addr, err)
-	}
+	host, port := hp.Host, hp.Port
 	var addrs []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{ip}
@@ -125,7 +127,7 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 			continue
 		}
 		permitted++
-		c, err := d.net.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
+		c, err := d.net.DialContext(ctx, network, hostport.Join(ip.Unmap().String(), port))
 		if err == nil {
 			return c, nil
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
 // countingBody counts the request body bytes the transport reads; the
@@ -43,7 +44,7 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 	id := audit.NewID()
 	x.ev.AuditID = id
 	x.ev.Event = audit.EventProxied
-	x.ev.Decision = decisionAllowed
+	x.ev.Decision = contract.DecisionAllowed
 	x.ev.Reason = reason
 
 	out := r.WithContext(r.Context())
@@ -102,7 +103,7 @@ func (s *Server) passResponse(w http.ResponseWriter, x *exchange, resp *http.Res
 		scrub.Header(resp.Header)
 		rc, ok, err := identityBody(resp)
 		if err != nil || !ok {
-			s.upstreamFailed(w, x, http.StatusBadGateway, codeUpstreamEncoding,
+			s.upstreamFailed(w, x, http.StatusBadGateway, contract.CodeUpstreamEncoding,
 				fmt.Sprintf("%s answered with Content-Encoding %q although asked for identity; the proxy cannot scrub credentials from it", t.target, resp.Header.Get("Content-Encoding")))
 			return
 		}
@@ -142,7 +143,7 @@ func (s *Server) applyCredential(w http.ResponseWriter, x *exchange, inj *creden
 	if err != nil {
 		s.log.Error("applying credential failed", zap.String("session_id", x.t.sess.ID),
 			zap.String("connector", x.ev.ConnectorFQN), zap.String("credential_kind", x.ev.CredentialKind), zap.Error(err))
-		s.upstreamFailed(w, x, http.StatusBadGateway, codeCredentialUnavailable,
+		s.upstreamFailed(w, x, http.StatusBadGateway, contract.CodeCredentialUnavailable,
 			fmt.Sprintf("the %s credential of %s could not be produced (its source failed); ask the operator to check `aileron-proxy credential list`",
 				x.ev.CredentialKind, x.ev.ConnectorFQN))
 		return nil, false
@@ -189,7 +190,7 @@ func (s *Server) writeSmallScrubbed(w http.ResponseWriter, x *exchange, resp *ht
 	x.ev.Status = resp.StatusCode
 	if err != nil {
 		s.log.Debug("reading upstream body failed", zap.String("host", x.t.target), zap.Error(err))
-		s.upstreamFailed(w, x, http.StatusBadGateway, codeUpstreamUnreachable,
+		s.upstreamFailed(w, x, http.StatusBadGateway, contract.CodeUpstreamUnreachable,
 			fmt.Sprintf("%s closed the connection after %d of %d body bytes", x.t.target, n, resp.ContentLength))
 		return
 	}
@@ -206,29 +207,29 @@ func (s *Server) writeSmallScrubbed(w http.ResponseWriter, x *exchange, resp *ht
 }
 
 // upstreamFailed answers a request the proxy allowed but could not complete.
-func (s *Server) upstreamFailed(w http.ResponseWriter, x *exchange, status int, code, msg string) {
-	writeError(w, status, decisionError, x.ev.AuditID, errorDetail{Code: code, Message: msg,
+func (s *Server) upstreamFailed(w http.ResponseWriter, x *exchange, status int, code contract.Code, msg string) {
+	writeError(w, status, contract.DecisionError, x.ev.AuditID, errorDetail{Code: code, Message: msg,
 		Method: x.r.Method, Host: x.t.target, Path: x.path})
 	x.ev.Status = status
-	x.ev.Reason = code
-	x.ev.Decision = decisionError
-	s.metrics.upstreamErrors.WithLabelValues(code).Inc()
+	x.ev.Reason = code.String()
+	x.ev.Decision = contract.DecisionError
+	s.metrics.upstreamErrors.WithLabelValues(code.String()).Inc()
 	s.record(x, zapcore.WarnLevel, "request allowed, upstream failed")
 	s.metrics.decision(true, x.ev.Reason)
 }
 
 // classifyUpstreamError maps a dial or round-trip failure to a status, a
 // code and a message that leaks no internals.
-func classifyUpstreamError(err error, target string) (int, string, string) {
+func classifyUpstreamError(err error, target string) (int, contract.Code, string) {
 	var ne net.Error
 	switch {
 	case isAddressRefused(err):
-		return http.StatusBadGateway, codeUpstreamAddressRefused,
+		return http.StatusBadGateway, contract.CodeUpstreamAddressRefused,
 			fmt.Sprintf("%s resolves only to private, loopback, link-local or metadata addresses, which the proxy never dials", target)
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return http.StatusGatewayTimeout, codeUpstreamTimeout, fmt.Sprintf("%s did not answer in time", target)
+		return http.StatusGatewayTimeout, contract.CodeUpstreamTimeout, fmt.Sprintf("%s did not answer in time", target)
 	default:
-		return http.StatusBadGateway, codeUpstreamUnreachable, fmt.Sprintf("%s could not be reached", target)
+		return http.StatusBadGateway, contract.CodeUpstreamUnreachable, fmt.Sprintf("%s could not be reached", target)
 	}
 }
 
@@ -263,7 +264,7 @@ func stripHeader(h http.Header, dropAuth bool) {
 			}
 		case dropAuth && k == "Authorization",
 			strings.HasPrefix(k, "Proxy-"),
-			strings.HasPrefix(k, aileronHeaderPrefix):
+			strings.HasPrefix(k, contract.HeaderPrefix):
 			delete(h, k)
 		}
 	}
@@ -291,7 +292,7 @@ func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded boo
 		}
 		dst["Trailer"] = []string{strings.Join(keys, ", ")}
 	}
-	dst.Set(headerAuditID, auditID)
+	dst.Set(contract.HeaderAuditID, auditID)
 	w.WriteHeader(resp.StatusCode)
 }
 
@@ -300,7 +301,7 @@ func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded boo
 func writeTrailers(w http.ResponseWriter, resp *http.Response) {
 	announced := w.Header()["Trailer"]
 	for k, vv := range resp.Trailer {
-		if hopHeaders[k] || strings.HasPrefix(k, aileronHeaderPrefix) {
+		if hopHeaders[k] || strings.HasPrefix(k, contract.HeaderPrefix) {
 			continue
 		}
 		if hasToken(announced, k) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -36,12 +36,12 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := h.s
 	t, _ := r.Context().Value(tunnelKey{}).(*tunnel)
 	if t == nil {
-		writeError(w, http.StatusInternalServerError, decisionError, "", errorDetail{Code: "internal", Message: "request outside a tunnel"})
+		writeError(w, http.StatusInternalServerError, contract.DecisionError, "", errorDetail{Code: contract.CodeInternal, Message: "request outside a tunnel"})
 		return
 	}
 	x := &exchange{start: s.now(), t: t, r: r, path: r.URL.EscapedPath()}
 	x.ev = audit.Event{
-		SessionID: t.sess.ID, Method: r.Method, Host: t.target, Path: x.path, Source: sourceProxy,
+		SessionID: t.sess.ID, Method: r.Method, Host: t.target, Path: x.path, Source: contract.SourceProxy,
 	}
 	if fault := framingFault(r); fault != "" {
 		s.refuseFraming(w, x, fault)
@@ -54,7 +54,7 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if !t.sess.ExpiresAt.IsZero() && !x.start.Before(t.sess.ExpiresAt) {
 		w.Header().Set("Connection", "close")
-		s.deny(w, x, http.StatusForbidden, errorDetail{Code: codeSessionExpired,
+		s.deny(w, x, http.StatusForbidden, errorDetail{Code: contract.CodeSessionExpired,
 			Message: fmt.Sprintf("session %s has expired; create a new session", t.sess.ID)})
 		return
 	}
@@ -63,7 +63,7 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Host != "" && !t.names(r.URL.Host) {
 			named = r.URL.Host
 		}
-		s.deny(w, x, http.StatusMisdirectedRequest, errorDetail{Code: codeMisdirected,
+		s.deny(w, x, http.StatusMisdirectedRequest, errorDetail{Code: contract.CodeMisdirected,
 			Message: fmt.Sprintf("this tunnel was opened with CONNECT %s; a request naming %q must use its own CONNECT tunnel", t.target, named)})
 		return
 	}
@@ -75,9 +75,9 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d = snap.Decide(t.sess.Scope, policy.Request{Method: x.ev.Method, Host: t.target, Path: x.path})
 	}
 	if !d.Allow || d.Match == nil || d.Match.Operation == nil {
-		code := string(d.Reason)
-		if code == "" || code == string(policy.ReasonAllowed) {
-			code = codeOperationNotAllowed
+		code := contract.Code(d.Reason)
+		if code == "" || d.Reason == policy.ReasonAllowed {
+			code = contract.CodeOperationNotAllowed
 		}
 		msg := d.Message
 		if msg == "" {
@@ -106,7 +106,7 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if inj, ok = s.lookupCredential(m.ConnectorFQN, op.Credential); !ok {
 			cmd := fmt.Sprintf("aileron-proxy credential set %s --kind %s --from-env VAR (or --from-file PATH, --from-exec 'CMD', --stdin)",
 				m.ConnectorFQN, op.Credential)
-			s.deny(w, x, http.StatusForbidden, errorDetail{Code: codeCredentialNotConfigured, Command: cmd,
+			s.deny(w, x, http.StatusForbidden, errorDetail{Code: contract.CodeCredentialNotConfigured, Command: cmd,
 				Message: fmt.Sprintf("%s %s matched %s %s of %s, which needs a %s credential that is not configured; ask the operator to run: %s",
 					r.Method, x.path, m.Tool, op.Name, m.ConnectorFQN, op.Credential, cmd)})
 			return
@@ -123,9 +123,9 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		switch outcome {
 		case ApprovalApproved:
-			reason = "approved"
+			reason = reasonApproved
 		case ApprovalTimedOut:
-			s.deny(w, x, http.StatusForbidden, errorDetail{Code: codeApprovalTimeout,
+			s.deny(w, x, http.StatusForbidden, errorDetail{Code: contract.CodeApprovalTimeout,
 				Message: fmt.Sprintf("%s %s of %s needs a person's approval and none came in time; ask them to watch `aileron-proxy approvals list` and retry", m.Tool, op.Name, m.ConnectorFQN)})
 			return
 		default:
@@ -133,7 +133,7 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if s.cfg.Approver == nil {
 				msg = fmt.Sprintf("%s %s of %s needs a person's approval and this proxy has no approval surface", m.Tool, op.Name, m.ConnectorFQN)
 			}
-			s.deny(w, x, http.StatusForbidden, errorDetail{Code: codeApprovalDenied, Message: msg})
+			s.deny(w, x, http.StatusForbidden, errorDetail{Code: contract.CodeApprovalDenied, Message: msg})
 			return
 		}
 	}
@@ -144,29 +144,10 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.forward(w, x, inj, reason)
 }
 
-// names reports whether an authority (Host header or absolute-URL host)
-// names the tunnel's CONNECT target. An empty authority names nothing else.
-func (t *tunnel) names(authority string) bool {
-	if authority == "" || strings.EqualFold(authority, t.hostHeader) || strings.EqualFold(authority, t.target) {
-		return true
-	}
-	host, port := authority, 443
-	if i := strings.LastIndexByte(authority, ':'); i >= 0 && !strings.HasSuffix(authority, "]") &&
-		(strings.HasPrefix(authority, "[") || strings.Count(authority, ":") == 1) {
-		p, err := strconv.Atoi(authority[i+1:])
-		if err != nil {
-			return false
-		}
-		host, port = authority[:i], p
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	return port == t.port && strings.EqualFold(host, t.host)
-}
-
 // approvalForced reports whether the control API, proven by the internal
 // key, asks to hold this call for approval (HeaderApproval).
 func (s *Server) approvalForced(r *http.Request) bool {
-	key := r.Header.Get(headerInternal)
+	key := r.Header.Get(contract.HeaderInternal)
 	return key != "" && len(s.internalKey) > 0 &&
 		subtle.ConstantTimeCompare([]byte(key), s.internalKey) == 1 &&
 		r.Header.Get(HeaderApproval) == ApprovalRequiredValue
@@ -175,20 +156,20 @@ func (s *Server) approvalForced(r *http.Request) bool {
 // internalHeaders honours X-Aileron-Source and X-Aileron-Audit-Args only
 // from the control API, which proves itself with the per-process key.
 func (s *Server) internalHeaders(r *http.Request) (string, map[string]json.RawMessage) {
-	key := r.Header.Get(headerInternal)
+	key := r.Header.Get(contract.HeaderInternal)
 	if key == "" || len(s.internalKey) == 0 {
-		return sourceProxy, nil
+		return contract.SourceProxy, nil
 	}
 	if subtle.ConstantTimeCompare([]byte(key), s.internalKey) != 1 {
 		s.log.Warn("ignoring X-Aileron-* headers: the internal key does not match", zap.String("host", r.Host))
-		return sourceProxy, nil
+		return contract.SourceProxy, nil
 	}
-	source := sourceProxy
-	switch v := r.Header.Get(headerSource); v {
-	case sourceRunEndpoint, sourceSandboxProxy:
+	source := contract.SourceProxy
+	switch v := r.Header.Get(contract.HeaderSource); v {
+	case contract.SourceRunEndpoint, contract.SourceSandboxProxy:
 		source = v
 	}
-	enc := strings.TrimRight(r.Header.Get(headerAuditArgs), "=")
+	enc := strings.TrimRight(r.Header.Get(contract.HeaderAuditArgs), "=")
 	if enc == "" {
 		return source, nil
 	}
@@ -276,14 +257,14 @@ func (s *Server) lookupCredential(fqn string, kind policy.CredentialKind) (*cred
 func (s *Server) deny(w http.ResponseWriter, x *exchange, status int, d errorDetail) {
 	id := audit.NewID()
 	d.Method, d.Host, d.Path = x.r.Method, x.t.target, x.path
-	writeError(w, status, decisionDenied, id, d)
+	writeError(w, status, contract.DecisionDenied, id, d)
 	x.ev.Event = audit.EventDenied
-	x.ev.Decision = decisionDenied
-	x.ev.Reason = d.Code
+	x.ev.Decision = contract.DecisionDenied
+	x.ev.Reason = d.Code.String()
 	x.ev.Status = status
 	x.ev.AuditID = id
 	s.record(x, zapcore.WarnLevel, "request denied")
-	s.metrics.decision(false, d.Code)
+	s.metrics.decision(false, d.Code.String())
 }
 
 // record writes the audit event and the one log line of a decision.

@@ -34,6 +34,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
@@ -79,50 +80,6 @@ const testSpec = `{
     ]}
   ]
 }`
-
-// recorder is an audit.Recorder that keeps every event.
-type recorder struct {
-	mu     sync.Mutex
-	events []audit.Event
-	notify chan struct{}
-}
-
-func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1)} }
-
-func (r *recorder) Record(e audit.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-	select {
-	case r.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (r *recorder) all() []audit.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]audit.Event(nil), r.events...)
-}
-
-// waitFor returns the first event matching pred, waiting up to 10 s.
-func (r *recorder) waitFor(t testing.TB, what string, pred func(audit.Event) bool) audit.Event {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		for _, e := range r.all() {
-			if pred(e) {
-				return e
-			}
-		}
-		select {
-		case <-r.notify:
-		case <-deadline:
-			t.Fatalf("no audit event %s; got %+v", what, r.all())
-			return audit.Event{}
-		}
-	}
-}
 
 func byAuditID(id string) func(audit.Event) bool {
 	return func(e audit.Event) bool { return e.AuditID == id }
@@ -225,7 +182,7 @@ type env struct {
 	secret   string
 	caPool   *x509.CertPool
 	caFile   string
-	audit    *recorder
+	audit    *testkit.Recorder
 	logs     *observer.ObservedLogs
 	reg      *prometheus.Registry
 	approver *fakeApprover
@@ -245,7 +202,7 @@ type envOption func(*Config)
 
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
-	e := &env{t: t, audit: newRecorder(), reg: prometheus.NewRegistry(), pki: newTestPKI(t),
+	e := &env{t: t, audit: testkit.NewRecorder(), reg: prometheus.NewRegistry(), pki: newTestPKI(t),
 		seen: make(chan upstreamSeen, 1024), accepts: new(atomic.Int64), clock: new(atomic.Int64),
 		approver: &fakeApprover{requests: make(chan ApprovalRequest, 4), outcomes: make(chan ApprovalOutcome, 4)}}
 
@@ -287,7 +244,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 
 	core, logs := observer.New(zapcore.DebugLevel)
 	e.logs = logs
-	dead := deadAddr(t)
+	dead := testkit.DeadAddr(t)
 	cfg := Config{
 		Logger:      zap.New(core),
 		Sessions:    sessionAuth{e.sessions},
@@ -362,18 +319,6 @@ func (e *env) useSession(t testing.TB, snap *policy.Snapshot) {
 func (e *env) now() time.Time { return time.Now().Add(time.Duration(e.clock.Load())) }
 
 func addrOf(s *httptest.Server) string { return s.Listener.Addr().String() }
-
-// deadAddr returns a loopback address nothing listens on.
-func deadAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	_ = ln.Close()
-	return a
-}
 
 type countingListener struct {
 	net.Listener
@@ -549,7 +494,7 @@ func wantRefusal(t testing.TB, resp *http.Response, err error, status int, code 
 		t.Fatalf("status = %d, want %d: %s", resp.StatusCode, status, body)
 	}
 	d := errorOf(t, body)
-	if d.Code != code {
+	if string(d.Code) != code {
 		t.Fatalf("code = %q, want %q: %s", d.Code, code, body)
 	}
 	return d
@@ -585,7 +530,7 @@ func (e *env) assertNoSecretLeaked() {
 			}
 		}
 	}
-	for _, ev := range e.audit.all() {
+	for _, ev := range e.audit.All() {
 		b, _ := json.Marshal(ev)
 		for _, f := range forms {
 			if strings.Contains(string(b), f) {

@@ -3,8 +3,12 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
 // Label values of the tunnel gauge.
@@ -13,17 +17,28 @@ const (
 	modePassthrough = "passthrough"
 )
 
-// decisionReasons are every reason label the decisions counter may carry;
-// anything else is counted as "other", so cardinality stays bounded.
-var decisionReasons = []string{
-	"allowed", "approved", "passthrough",
-	codeProxyAuthRequired, codeHostNotAllowed, codeTooManyTunnels, codeShuttingDown,
-	codeMisdirected, codeOperationNotAllowed, codeCredentialNotConfigured,
-	codeCredentialUnavailable, codeApprovalDenied, codeApprovalTimeout, codeSessionExpired,
-	codePlainHTTPNotAllowed, codeNotAProxyRequest, codeBadTarget,
-	codeUpstreamAddressRefused, codeUpstreamUnreachable, codeUpstreamTimeout, codeUpstreamEncoding,
-	"path_not_canonical", "ambiguous_operation", reasonStreamAborted, codeBadFraming, codeAuthThrottled, "other",
-}
+// decisionReasons are every reason label the decisions counter may carry,
+// built from the one list of each: policy's reasons, the proxy's codes
+// (internal/contract) and the proxy's own allow reasons. Anything else is
+// counted as "other", so cardinality stays bounded.
+var decisionReasons = func() []string {
+	labels := []string{modePassthrough, reasonApproved, reasonStreamAborted, reasonOther}
+	for _, r := range policy.Reasons() {
+		labels = append(labels, r.String())
+	}
+	for _, c := range contract.ProxyCodes {
+		labels = append(labels, c.String())
+	}
+	slices.Sort(labels)
+	return slices.Compact(labels)
+}()
+
+// reasonApproved is the allow reason of a call a person approved;
+// reasonOther counts reasons missing from decisionReasons.
+const (
+	reasonApproved = "approved"
+	reasonOther    = "other"
+)
 
 // metrics are the proxy's collectors. Labels never carry hosts, sessions,
 // paths or secrets.
@@ -73,8 +88,8 @@ func newMetrics(reg prometheus.Registerer, leafStats func() (uint64, uint64)) (*
 	m.passthrough = m.tunnels.WithLabelValues(modePassthrough)
 	m.leafOK = m.leafLookups.WithLabelValues("ok")
 	m.leafErr = m.leafLookups.WithLabelValues("error")
-	for _, c := range []string{codeUpstreamAddressRefused, codeUpstreamUnreachable, codeUpstreamTimeout, codeUpstreamEncoding} {
-		m.upstreamErrors.WithLabelValues(c)
+	for _, c := range []contract.Code{contract.CodeUpstreamAddressRefused, contract.CodeUpstreamUnreachable, contract.CodeUpstreamTimeout, contract.CodeUpstreamEncoding} {
+		m.upstreamErrors.WithLabelValues(c.String())
 	}
 	if reg == nil {
 		return m, nil
@@ -112,7 +127,7 @@ func (m *metrics) decision(allow bool, reason string) {
 	}
 	c, ok := set[reason]
 	if !ok {
-		c = set["other"]
+		c = set[reasonOther]
 	}
 	c.Inc()
 }

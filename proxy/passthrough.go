@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
 // runPassthrough copies bytes both ways until both directions end, closing a
@@ -45,8 +46,8 @@ func (s *Server) runPassthrough(t *tunnel, client *tunnelConn) {
 
 	s.record(&exchange{start: t.opened, ev: audit.Event{
 		Event: audit.EventPassthrough, AuditID: audit.NewID(), SessionID: t.sess.ID, Method: http.MethodConnect,
-		Host: t.target, Decision: decisionAllowed, Reason: modePassthrough, BytesIn: bytesIn, BytesOut: bytesOut,
-		Source: sourceProxy,
+		Host: t.target, Decision: contract.DecisionAllowed, Reason: modePassthrough, BytesIn: bytesIn, BytesOut: bytesOut,
+		Source: contract.SourceProxy,
 	}}, zapcore.InfoLevel, "passthrough tunnel closed")
 	s.metrics.decision(true, modePassthrough)
 }

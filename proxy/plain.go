@@ -2,29 +2,29 @@ package proxy
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
 // servePlain handles absolute-form plain-HTTP proxy requests: forwarded,
 // without credentials, only to passthrough hosts.
 func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{start: s.now(), r: r, path: r.URL.EscapedPath()}
-	x.ev = audit.Event{Method: r.Method, Host: r.URL.Host, Path: x.path, Source: sourceProxy}
+	x.ev = audit.Event{Method: r.Method, Host: r.URL.Host, Path: x.path, Source: contract.SourceProxy}
 	x.t = &tunnel{target: r.URL.Host}
 	if !r.URL.IsAbs() || r.URL.Host == "" {
-		s.deny(w, x, http.StatusBadRequest, errorDetail{Code: codeNotAProxyRequest,
+		s.deny(w, x, http.StatusBadRequest, errorDetail{Code: contract.CodeNotAProxyRequest,
 			Message: "this is a forward proxy: send CONNECT host:443 (HTTPS_PROXY), or an absolute http:// URL for a passthrough host"})
 		return
 	}
 	if r.URL.Scheme != "http" {
-		s.deny(w, x, http.StatusBadRequest, errorDetail{Code: codeNotAProxyRequest,
+		s.deny(w, x, http.StatusBadRequest, errorDetail{Code: contract.CodeNotAProxyRequest,
 			Message: fmt.Sprintf("scheme %q cannot be proxied in absolute form; use CONNECT for https", r.URL.Scheme)})
 		return
 	}
@@ -34,25 +34,23 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		w.Header().Set(headerProxyAuthentic, proxyAuthRealm)
-		s.deny(w, x, http.StatusProxyAuthRequired, errorDetail{Code: codeProxyAuthRequired, Message: proxyAuthMessage})
+		s.deny(w, x, http.StatusProxyAuthRequired, errorDetail{Code: contract.CodeProxyAuthRequired, Message: proxyAuthMessage})
 		return
 	}
 	x.ev.SessionID = sess.ID
 	x.t.sess = sess
-	target := strings.ToLower(r.URL.Host)
-	if _, _, err := net.SplitHostPort(target); err != nil {
-		target = net.JoinHostPort(strings.Trim(target, "[]"), "80")
-	}
-	host, port, err := splitTarget(target)
+	hp, err := hostport.New(r.URL.Host)
+	hp = hp.WithDefaultPort(80)
+	target, host, port := hp.String(), hp.Host, hp.Port
 	if err != nil {
-		s.deny(w, x, http.StatusBadRequest, errorDetail{Code: codeBadTarget, Message: fmt.Sprintf("host %q is not host[:port]", r.URL.Host)})
+		s.deny(w, x, http.StatusBadRequest, errorDetail{Code: contract.CodeBadTarget, Message: fmt.Sprintf("host %q is not host[:port]", r.URL.Host)})
 		return
 	}
 	x.t.target, x.ev.Host = target, target
 	if !matchPassthrough(s.globs, host, port) {
-		code, msg := codeHostNotAllowed, fmt.Sprintf("plain http to %s is not allowed: only passthrough hosts are reachable over http://", target)
-		if snap := s.cfg.Policy(); snap != nil && snap.Intercepts(sess.Scope, net.JoinHostPort(host, "443")) {
-			code = codePlainHTTPNotAllowed
+		code, msg := contract.CodeHostNotAllowed, fmt.Sprintf("plain http to %s is not allowed: only passthrough hosts are reachable over http://", target)
+		if snap := s.cfg.Policy(); snap != nil && snap.Intercepts(sess.Scope, hostport.Join(host, 443)) {
+			code = contract.CodePlainHTTPNotAllowed
 			msg = fmt.Sprintf("use https://%s: the session's connectors are reachable over HTTPS only, where credentials are injected", host)
 		}
 		s.deny(w, x, http.StatusForbidden, errorDetail{Code: code, Message: msg})
@@ -60,7 +58,7 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 	}
 
 	x.ev.Event = audit.EventPassthrough
-	x.ev.Decision = decisionAllowed
+	x.ev.Decision = contract.DecisionAllowed
 	x.ev.Reason = modePassthrough
 	x.ev.AuditID = audit.NewID()
 	out := r.WithContext(r.Context())

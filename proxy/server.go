@@ -16,7 +16,7 @@ import (
 	"github.com/elazarl/goproxy"
 	"go.uber.org/zap"
 
-	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
 // copyBufSize is the size of the pooled buffers that passthrough tunnels
@@ -109,11 +109,11 @@ func New(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("configuring the proxy: resolve %q=%q: the address must be IP:PORT (e.g. 127.0.0.1:8443): %w", k, v, err)
 		}
-		key := policy.NormalizeHost(k)
-		if _, _, err := splitTarget(key); err != nil {
-			return nil, fmt.Errorf("configuring the proxy: resolve %q: the key must be HOST:PORT: %w", k, err)
+		hp, err := hostport.New(k)
+		if err != nil {
+			return nil, fmt.Errorf("configuring the proxy: resolve %q: the key must be HOST:PORT (port 443 when omitted): %w", k, err)
 		}
-		resolve[key] = ap
+		resolve[hp.WithDefaultPort(443).String()] = ap
 	}
 	s.metrics, err = newMetrics(cfg.Registerer, cfg.LeafStats)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
+
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
 // Request smuggling inside intercepted HTTP/1.1 tunnels.
@@ -450,7 +452,7 @@ func framingFault(r *http.Request) string {
 // another one.
 func (s *Server) refuseFraming(w http.ResponseWriter, x *exchange, fault string) {
 	w.Header().Set("Connection", "close")
-	s.deny(w, x, http.StatusBadRequest, errorDetail{Code: codeBadFraming,
+	s.deny(w, x, http.StatusBadRequest, errorDetail{Code: contract.CodeBadFraming,
 		Message: fmt.Sprintf("%s; the connection is closed: send each request with either Content-Length or Transfer-Encoding: chunked, header lines ending in CRLF", fault)})
 }
 

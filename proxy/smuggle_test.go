@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
 // smuggled is the request a sender hides in a body; policy allows it, so
@@ -110,8 +112,8 @@ func TestRequestSmugglingHTTP1(t *testing.T) {
 				_ = resp.Body.Close()
 				got = append(got, resp.StatusCode)
 				if resp.StatusCode == http.StatusBadRequest && resp.Header.Get("Content-Type") == contentTypeJSON {
-					if d := errorOf(t, body); d.Code != codeBadFraming {
-						t.Errorf("400 code = %q, want %q", d.Code, codeBadFraming)
+					if d := errorOf(t, body); d.Code != contract.CodeBadFraming {
+						t.Errorf("400 code = %q, want %q", d.Code, string(contract.CodeBadFraming))
 					}
 				}
 			}

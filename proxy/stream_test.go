@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
 func TestEchoedCredentialIsScrubbed(t *testing.T) {
@@ -132,7 +133,7 @@ func TestUnknownEncodingOnCredentialedOperationIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		body := readAll(t, resp)
-		if resp.StatusCode != http.StatusBadGateway || errorOf(t, body).Code != codeUpstreamEncoding {
+		if resp.StatusCode != http.StatusBadGateway || errorOf(t, body).Code != contract.CodeUpstreamEncoding {
 			t.Fatalf("echo %v: status %d body %s", echo, resp.StatusCode, body)
 		}
 		if strings.Contains(string(body), testToken) {
@@ -274,7 +275,7 @@ func TestLargeDownloadStreamsWithBoundedMemory(t *testing.T) {
 	if growth > 32<<20 {
 		t.Errorf("heap in use grew by %d MiB while streaming, want < 32 MiB", growth>>20)
 	}
-	ev := e.audit.waitFor(t, "proxied /big", byAuditID(resp.Header.Get(headerAuditID)))
+	ev := e.audit.WaitFor(t, "proxied /big", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 	if ev.BytesOut != size {
 		t.Errorf("audit bytes_out = %d, want %d", ev.BytesOut, size)
 	}
@@ -293,7 +294,7 @@ func TestLargeUploadStreams(t *testing.T) {
 	if s := e.expectSeen(t); s.Body != size {
 		t.Errorf("upstream received %d bytes, want %d", s.Body, size)
 	}
-	ev := e.audit.waitFor(t, "proxied /upload", byAuditID(resp.Header.Get(headerAuditID)))
+	ev := e.audit.WaitFor(t, "proxied /upload", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 	if ev.BytesIn != size {
 		t.Errorf("audit bytes_in = %d, want %d", ev.BytesIn, size)
 	}
@@ -318,9 +319,9 @@ func TestUpstreamFailures(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"localhost", http.StatusBadGateway, codeUpstreamAddressRefused},
-		{deadHost, http.StatusBadGateway, codeUpstreamUnreachable},
-		{slowHost, http.StatusGatewayTimeout, codeUpstreamTimeout},
+		{"localhost", http.StatusBadGateway, string(contract.CodeUpstreamAddressRefused)},
+		{deadHost, http.StatusBadGateway, string(contract.CodeUpstreamUnreachable)},
+		{slowHost, http.StatusGatewayTimeout, string(contract.CodeUpstreamTimeout)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.host, func(t *testing.T) {
@@ -330,13 +331,13 @@ func TestUpstreamFailures(t *testing.T) {
 			}
 			body := readAll(t, resp)
 			d := errorOf(t, body)
-			if resp.StatusCode != tc.status || d.Code != tc.code {
+			if resp.StatusCode != tc.status || string(d.Code) != tc.code {
 				t.Fatalf("status %d code %q, want %d %q (%s)", resp.StatusCode, d.Code, tc.status, tc.code, d.Message)
 			}
-			if resp.Header.Get(headerDecision) != decisionError {
-				t.Errorf("%s = %q, want error", headerDecision, resp.Header.Get(headerDecision))
+			if resp.Header.Get(contract.HeaderDecision) != contract.DecisionError {
+				t.Errorf("%s = %q, want error", contract.HeaderDecision, resp.Header.Get(contract.HeaderDecision))
 			}
-			ev := e.audit.waitFor(t, "upstream failure", byAuditID(resp.Header.Get(headerAuditID)))
+			ev := e.audit.WaitFor(t, "upstream failure", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 			if ev.Status != tc.status || ev.Reason != tc.code {
 				t.Errorf("audit event = %+v", ev)
 			}
@@ -353,8 +354,8 @@ func TestApprovalHoldsTheRequest(t *testing.T) {
 		code    string
 	}{
 		{ApprovalApproved, 200, ""},
-		{ApprovalDenied, 403, codeApprovalDenied},
-		{ApprovalTimedOut, 403, codeApprovalTimeout},
+		{ApprovalDenied, 403, string(contract.CodeApprovalDenied)},
+		{ApprovalTimedOut, 403, string(contract.CodeApprovalTimeout)},
 	} {
 		t.Run(tc.outcome.String(), func(t *testing.T) {
 			type result struct {
@@ -398,7 +399,7 @@ func TestApprovalHoldsTheRequest(t *testing.T) {
 				t.Fatalf("status = %d, want %d: %s", r.resp.StatusCode, tc.status, r.body)
 			}
 			if tc.code != "" {
-				if d := errorOf(t, r.body); d.Code != tc.code {
+				if d := errorOf(t, r.body); string(d.Code) != tc.code {
 					t.Errorf("code = %q, want %q", d.Code, tc.code)
 				}
 				e.expectNothingSeen(t)
@@ -408,7 +409,7 @@ func TestApprovalHoldsTheRequest(t *testing.T) {
 			if s.Body != int64(len(`{"env":"prod"}`)) || s.Header.Get("Authorization") != "Bearer "+testToken {
 				t.Errorf("approved request reached the upstream with body %d and wrong credential", s.Body)
 			}
-			ev := e.audit.waitFor(t, "approved", byAuditID(r.resp.Header.Get(headerAuditID)))
+			ev := e.audit.WaitFor(t, "approved", byAuditID(r.resp.Header.Get(contract.HeaderAuditID)))
 			if ev.Reason != "approved" {
 				t.Errorf("audit reason = %q, want approved", ev.Reason)
 			}
@@ -419,7 +420,7 @@ func TestApprovalHoldsTheRequest(t *testing.T) {
 func TestApprovalWithoutApproverFailsClosed(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Approver = nil })
 	resp, err := e.client(false).Post("https://api.example.test/deploy", "application/json", strings.NewReader(`{}`))
-	wantRefusal(t, resp, err, http.StatusForbidden, codeApprovalDenied)
+	wantRefusal(t, resp, err, http.StatusForbidden, string(contract.CodeApprovalDenied))
 	e.expectNothingSeen(t)
 }
 
@@ -503,7 +504,7 @@ func TestMetricsAreExported(t *testing.T) {
 	if v := e.metric(t, "aileron_proxy_decisions_total", map[string]string{"result": "allow", "reason": "allowed"}); v != 1 {
 		t.Errorf("allow decisions = %v, want 1", v)
 	}
-	if v := e.metric(t, "aileron_proxy_decisions_total", map[string]string{"result": "deny", "reason": codeOperationNotAllowed}); v != 1 {
+	if v := e.metric(t, "aileron_proxy_decisions_total", map[string]string{"result": "deny", "reason": string(contract.CodeOperationNotAllowed)}); v != 1 {
 		t.Errorf("deny decisions = %v, want 1", v)
 	}
 	if v := e.metric(t, "aileron_proxy_upstream_latency_seconds", nil); v != 1 {
@@ -536,8 +537,8 @@ func TestTruncatedUpstreamBodyAbortsTheResponse(t *testing.T) {
 			if err == nil {
 				t.Fatalf("read %d bytes and a clean end; a truncated upstream body must abort the client's response", n)
 			}
-			ev := e.audit.waitFor(t, "stream aborted", func(ev audit.Event) bool { return ev.Reason == reasonStreamAborted })
-			if ev.Decision != decisionAllowed || ev.Path != "/big" || ev.BytesOut >= 1000000 {
+			ev := e.audit.WaitFor(t, "stream aborted", func(ev audit.Event) bool { return ev.Reason == reasonStreamAborted })
+			if ev.Decision != contract.DecisionAllowed || ev.Path != "/big" || ev.BytesOut >= 1000000 {
 				t.Errorf("audit event = %+v, want allowed /big with fewer bytes out than declared", ev)
 			}
 			if v := e.metric(t, "aileron_proxy_decisions_total", map[string]string{"result": "allow", "reason": reasonStreamAborted}); v != 1 {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
 func TestAllowedRequestGetsCredentialAndLosesClientHeaders(t *testing.T) {
@@ -62,11 +63,11 @@ func TestAllowedRequestGetsCredentialAndLosesClientHeaders(t *testing.T) {
 			if wantProto := map[bool]int{false: 1, true: 2}[h2]; s.Proto != wantProto {
 				t.Errorf("upstream got HTTP/%d, want %d (pooled transport negotiates)", s.Proto, wantProto)
 			}
-			id := resp.Header.Get(headerAuditID)
+			id := resp.Header.Get(contract.HeaderAuditID)
 			if id == "" {
 				t.Fatal("no audit id on the proxied response")
 			}
-			ev := e.audit.waitFor(t, "proxied", byAuditID(id))
+			ev := e.audit.WaitFor(t, "proxied", byAuditID(id))
 			want := audit.Event{Event: audit.EventProxied, SessionID: e.sess.ID, ConnectorFQN: testFQN, Tool: "api",
 				Operation: "issues.list", Method: "GET", Host: host + ":443", Path: "/repos/acme/widgets/issues",
 				Status: 200, Decision: "allowed", Reason: "allowed", CredentialKind: "bearer", Source: "proxy"}
@@ -98,8 +99,8 @@ func TestDeniedOperationExplainsWhatIsAllowed(t *testing.T) {
 		name, method, path string
 		code               string
 	}{
-		{"unknown path", "GET", "/admin", codeOperationNotAllowed},
-		{"wrong method", "DELETE", "/user", codeOperationNotAllowed},
+		{"unknown path", "GET", "/admin", string(contract.CodeOperationNotAllowed)},
+		{"wrong method", "DELETE", "/user", string(contract.CodeOperationNotAllowed)},
 		{"template needs a segment", "GET", "/repos/acme//issues", "path_not_canonical"},
 	}
 	for _, tc := range tests {
@@ -110,17 +111,17 @@ func TestDeniedOperationExplainsWhatIsAllowed(t *testing.T) {
 				t.Fatal(err)
 			}
 			body := readAll(t, resp)
-			if resp.StatusCode != http.StatusForbidden || resp.Header.Get(headerDecision) != decisionDenied {
-				t.Fatalf("%s %s = %d (%s), want 403 denied", tc.method, tc.path, resp.StatusCode, resp.Header.Get(headerDecision))
+			if resp.StatusCode != http.StatusForbidden || resp.Header.Get(contract.HeaderDecision) != contract.DecisionDenied {
+				t.Fatalf("%s %s = %d (%s), want 403 denied", tc.method, tc.path, resp.StatusCode, resp.Header.Get(contract.HeaderDecision))
 			}
 			d := errorOf(t, body)
-			if d.Code != tc.code || d.Method != tc.method || d.Host != "api.example.test:443" || d.Path != tc.path {
+			if string(d.Code) != tc.code || d.Method != tc.method || d.Host != "api.example.test:443" || d.Path != tc.path {
 				t.Errorf("error = %+v", d)
 			}
 			if len(d.AllowedOperations) == 0 || d.Message == "" {
 				t.Errorf("denial does not say what is allowed: %+v", d)
 			}
-			ev := e.audit.waitFor(t, "denied", byAuditID(resp.Header.Get(headerAuditID)))
+			ev := e.audit.WaitFor(t, "denied", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 			if ev.Event != audit.EventDenied || ev.Reason != tc.code || ev.Status != 403 {
 				t.Errorf("audit event = %+v", ev)
 			}
@@ -160,7 +161,7 @@ func TestPinningRefusesOtherHosts(t *testing.T) {
 				t.Fatalf("status = %d, want %d (%s)", resp.StatusCode, tt.status, body)
 			}
 			if tt.status == 421 {
-				if d := errorOf(t, body); d.Code != codeMisdirected {
+				if d := errorOf(t, body); d.Code != contract.CodeMisdirected {
 					t.Errorf("code = %q", d.Code)
 				}
 				e.expectNothingSeen(t)
@@ -182,7 +183,7 @@ func TestPinningOverHTTP2(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, "https://h2.example.test/user", nil)
 	req.Host = "api.example.test" // :authority of another host on this connection
 	resp, err := c.Do(req)
-	wantRefusal(t, resp, err, http.StatusMisdirectedRequest, codeMisdirected)
+	wantRefusal(t, resp, err, http.StatusMisdirectedRequest, string(contract.CodeMisdirected))
 	e.expectNothingSeen(t)
 }
 
@@ -277,7 +278,7 @@ func TestHTTP2StreamsAreDecidedOneByOne(t *testing.T) {
 	if reused != n {
 		t.Errorf("%d of %d streams reused the warm connection, want all", reused, n)
 	}
-	if got := e.metric(t, "aileron_proxy_decisions_total", map[string]string{"result": "deny", "reason": codeOperationNotAllowed}); got != n/2 {
+	if got := e.metric(t, "aileron_proxy_decisions_total", map[string]string{"result": "deny", "reason": string(contract.CodeOperationNotAllowed)}); got != n/2 {
 		t.Errorf("deny decisions = %v, want %d", got, n/2)
 	}
 	for range n / 2 {
@@ -306,7 +307,7 @@ func TestTraversalFormsAreRefused(t *testing.T) {
 			if resp.StatusCode != http.StatusForbidden {
 				t.Fatalf("GET %s = %d, want 403: %s", path, resp.StatusCode, body)
 			}
-			if d := errorOf(t, body); d.Code != "path_not_canonical" && d.Code != codeOperationNotAllowed {
+			if d := errorOf(t, body); d.Code != "path_not_canonical" && d.Code != contract.CodeOperationNotAllowed {
 				t.Errorf("code = %q", d.Code)
 			}
 			e.expectNothingSeen(t)
@@ -317,7 +318,7 @@ func TestTraversalFormsAreRefused(t *testing.T) {
 func TestCredentialNotConfigured(t *testing.T) {
 	e := newEnv(t)
 	resp, err := e.client(false).Get("https://api.example.test/keyed")
-	d := wantRefusal(t, resp, err, http.StatusForbidden, codeCredentialNotConfigured)
+	d := wantRefusal(t, resp, err, http.StatusForbidden, string(contract.CodeCredentialNotConfigured))
 	want := "aileron-proxy credential set " + testFQN + " --kind api_key"
 	if !strings.Contains(d.Message, want) || !strings.HasPrefix(d.Command, want) {
 		t.Errorf("message %q / command %q do not give %q", d.Message, d.Command, want)
@@ -354,7 +355,7 @@ func TestRunEndpointHeadersNeedTheInternalKey(t *testing.T) {
 			}
 			readAll(t, resp)
 			e.expectSeen(t) // the upstream handler fails the test on any X-Aileron-* header
-			ev := e.audit.waitFor(t, "proxied", byAuditID(resp.Header.Get(headerAuditID)))
+			ev := e.audit.WaitFor(t, "proxied", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
 			if ev.Source != tc.wantSource {
 				t.Errorf("source = %q, want %q", ev.Source, tc.wantSource)
 			}
@@ -376,7 +377,7 @@ func TestSessionExpiryAndEnd(t *testing.T) {
 	e.expectSeen(t)
 	e.clock.Add(int64(2 * time.Hour))
 	resp, body := rawRequest(t, tc, br, "GET /public HTTP/1.1\r\nHost: api.example.test\r\n\r\n")
-	if resp.StatusCode != http.StatusForbidden || errorOf(t, body).Code != codeSessionExpired {
+	if resp.StatusCode != http.StatusForbidden || errorOf(t, body).Code != contract.CodeSessionExpired {
 		t.Fatalf("after expiry on an open tunnel: %d %s", resp.StatusCode, body)
 	}
 	_, cr := e.connect(t, "api.example.test:443", true)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -27,6 +28,12 @@ func TestParseHostGlob(t *testing.T) {
 		{"*.example.com:443", true, []string{"a.example.com:443"}, []string{"a.example.com:80"}},
 		{"10.0.0.1", true, []string{"10.0.0.1:443"}, []string{"10.0.0.2:443"}},
 		{"[::1]:8443", true, []string{"[::1]:8443"}, []string{"[::1]:443"}},
+		// Underscores and internationalised names: the CONNECT target and the
+		// pattern normalize with the same grammar, so these match (before
+		// internal/hostport a "_" pattern could never match a CONNECT).
+		{"*.my_corp.example", true, []string{"a.my_corp.example:443", "A.My_Corp.example.:443"}, []string{"my_corp.example:443"}},
+		{"Bücher.example", true, []string{"xn--bcher-kva.example:443", "bücher.example:443"}, nil},
+		{"*.10.0.0.1", false, nil, nil},
 		{"*", false, nil, nil},
 		{"*.com", false, nil, nil},
 		{"a.*.example.com", false, nil, nil},
@@ -44,19 +51,28 @@ func TestParseHostGlob(t *testing.T) {
 				t.Fatalf("parseHostGlob(%q) error = %v, want ok=%v", tc.pattern, err, tc.ok)
 			}
 			for _, hp := range tc.matches {
-				h, p, _ := splitTarget(hp)
-				if !g.match(h, p) {
+				if !g.match(connectTarget(t, hp)) {
 					t.Errorf("%q does not match %s", tc.pattern, hp)
 				}
 			}
 			for _, hp := range tc.misses {
-				h, p, _ := splitTarget(hp)
-				if g.match(h, p) {
+				if g.match(connectTarget(t, hp)) {
 					t.Errorf("%q matches %s", tc.pattern, hp)
 				}
 			}
 		})
 	}
+}
+
+// connectTarget parses a CONNECT target as the proxy does.
+func connectTarget(t *testing.T, target string) (string, int) {
+	t.Helper()
+	hp, err := hostport.New(target)
+	if err != nil {
+		t.Fatalf("CONNECT target %q: %v", target, err)
+	}
+	hp = hp.WithDefaultPort(443)
+	return hp.Host, hp.Port
 }
 
 func TestIsRefusedAddr(t *testing.T) {
@@ -125,8 +141,12 @@ func TestTunnelNames(t *testing.T) {
 		{v4, "api.example.test", true},
 		{v4, "API.EXAMPLE.TEST:443", true},
 		{v4, "api.example.test:8443", false},
-		{v4, "api.example.test.", false},
-		{v4, "api.example.test:", false},
+		{v4, "api.example.test.", true}, // the same host in normal form (internal/hostport)
+		{v4, "Api.Example.Test.:443", true},
+		{v4, "api.example.test..", false},
+		{v4, "api.example.test.", true}, // the same host in normal form (internal/hostport)
+		{v4, "Api.Example.Test.:443", true},
+		{v4, "api.example.test..", false},
 		{v4, "evil.test", false},
 		{v4, "api.example.test@evil.test", false},
 		{v6, "[2001:db8::1]:8443", true},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -52,7 +53,7 @@ func isWebSocketRequest(r *http.Request) bool {
 // webSocketNotDeclared is the refusal of a handshake to an operation without
 // "websocket": true.
 func webSocketNotDeclared(x *exchange, m *policy.Match) errorDetail {
-	return errorDetail{Code: codeWebSocketNotAllowed, Message: fmt.Sprintf(
+	return errorDetail{Code: contract.CodeWebSocketNotAllowed, Message: fmt.Sprintf(
 		"%s %s on %s is a WebSocket handshake for %s %s of %s, which does not declare \"websocket\": true, so the proxy refuses it instead of sending it as a plain request; use HTTPS requests instead, or ask the operator for a connector whose operation declares \"websocket\": true",
 		x.ev.Method, x.path, x.t.target, m.Tool, m.Operation.Name, m.ConnectorFQN)}
 }
@@ -69,7 +70,7 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, x *exchange, inj *credent
 	r, t := x.r, x.t
 	x.ev.AuditID = audit.NewID()
 	x.ev.Event = audit.EventProxied
-	x.ev.Decision = decisionAllowed
+	x.ev.Decision = contract.DecisionAllowed
 	x.ev.Reason = reason
 	h2 := r.ProtoMajor >= 2
 
@@ -127,7 +128,7 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, x *exchange, inj *credent
 	}
 	if problem != "" {
 		_ = resp.Body.Close()
-		s.upstreamFailed(w, x, http.StatusBadGateway, codeWebSocketUpstream,
+		s.upstreamFailed(w, x, http.StatusBadGateway, contract.CodeWebSocketUpstream,
 			fmt.Sprintf("%s answered the WebSocket handshake with 101 but %s; the proxy relays only plain RFC 6455 WebSockets", t.target, problem))
 		return
 	}
@@ -137,7 +138,7 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, x *exchange, inj *credent
 
 	relay := &wsRelay{s: s, sessionID: t.sess.ID, scrub: scrub, done: make(chan struct{})}
 	relay.upstream = &wsPeer{r: up, w: up, close: func() { _ = up.Close() }, masked: true}
-	resp.Header.Set(headerAuditID, x.ev.AuditID)
+	resp.Header.Set(contract.HeaderAuditID, x.ev.AuditID)
 	registered, err := s.openClient(w, x, resp, relay)
 	if err != nil {
 		_ = up.Close()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
 // xconnectEnv is the GODEBUG setting with which Go's HTTP/2 server accepts
@@ -119,12 +121,12 @@ func TestWebSocketH2ExtendedConnect(t *testing.T) {
 		t.Fatal("the h2 WebSocket exchange did not finish")
 	}
 	_ = pw.Close()
-	id := resp.Header.Get(headerAuditID)
+	id := resp.Header.Get(contract.HeaderAuditID)
 	ws := wsClosedEvent(t, e, id).WebSocket
 	if ws.FramesIn != 3 || ws.FramesOut < 3 || ws.CloseCode != 1000 || ws.ClosedBy != "client" {
 		t.Fatalf("close event = %+v; want 3 frames in, close 1000 by client", ws)
 	}
-	open := e.audit.waitFor(t, "handshake", byAuditID(id))
+	open := e.audit.WaitFor(t, "handshake", byAuditID(id))
 	if open.Method != http.MethodGet || open.Status != http.StatusOK || open.Operation != "ws" {
 		t.Fatalf("handshake event = %+v; want GET ws with status 200", open)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -158,7 +159,7 @@ func readMsg(t testing.TB, c *websocket.Conn) (int, string, error) {
 
 func wsClosedEvent(t testing.TB, e *env, id string) audit.Event {
 	t.Helper()
-	return e.audit.waitFor(t, "websocket_closed "+id, func(ev audit.Event) bool {
+	return e.audit.WaitFor(t, "websocket_closed "+id, func(ev audit.Event) bool {
 		return ev.Event == audit.EventWebSocketClosed && ev.AuditID == id
 	})
 }
@@ -182,9 +183,9 @@ func TestWebSocketEcho(t *testing.T) {
 	if _, dup := h["X-Aileron-Internal"]; dup || h.Get("Proxy-Authorization") != "" {
 		t.Errorf("upstream handshake carries proxy headers: %v", h)
 	}
-	id := resp.Header.Get(headerAuditID)
+	id := resp.Header.Get(contract.HeaderAuditID)
 	if id == "" {
-		t.Fatalf("101 lacks %s: %v", headerAuditID, resp.Header)
+		t.Fatalf("101 lacks %s: %v", contract.HeaderAuditID, resp.Header)
 	}
 
 	big := strings.Repeat("0123456789", 10_000) // 100 kB: several pooled pieces
@@ -207,7 +208,7 @@ func TestWebSocketEcho(t *testing.T) {
 		t.Fatalf("after close, read = %v; want the upstream's 1000 close", err)
 	}
 
-	open := e.audit.waitFor(t, "handshake", byAuditID(id))
+	open := e.audit.WaitFor(t, "handshake", byAuditID(id))
 	if open.Event != audit.EventProxied || open.Status != http.StatusSwitchingProtocols || open.Operation != "ws" || open.CredentialKind != "bearer" {
 		t.Fatalf("handshake event = %+v; want proxied, 101, operation ws, bearer", open)
 	}
@@ -269,7 +270,7 @@ func TestWebSocketUndeclaredRefused(t *testing.T) {
 	}
 	body := readAll(t, resp)
 	d := errorOf(t, body)
-	if resp.StatusCode != http.StatusForbidden || d.Code != codeWebSocketNotAllowed || !strings.Contains(d.Message, `"websocket": true`) {
+	if resp.StatusCode != http.StatusForbidden || d.Code != contract.CodeWebSocketNotAllowed || !strings.Contains(d.Message, `"websocket": true`) {
 		t.Fatalf("refusal = %d %s", resp.StatusCode, body)
 	}
 	select {
@@ -277,8 +278,8 @@ func TestWebSocketUndeclaredRefused(t *testing.T) {
 		t.Fatalf("the upstream received the handshake as a plain request: %v", h)
 	default:
 	}
-	ev := e.audit.waitFor(t, "denied handshake", byAuditID(resp.Header.Get(headerAuditID)))
-	if ev.Event != audit.EventDenied || ev.Reason != codeWebSocketNotAllowed || ev.Operation != "plain" || ev.Status != http.StatusForbidden {
+	ev := e.audit.WaitFor(t, "denied handshake", byAuditID(resp.Header.Get(contract.HeaderAuditID)))
+	if ev.Event != audit.EventDenied || ev.Reason != string(contract.CodeWebSocketNotAllowed) || ev.Operation != "plain" || ev.Status != http.StatusForbidden {
 		t.Fatalf("audit event = %+v; want denied websocket_not_allowed for operation plain", ev)
 	}
 	// A handshake to a path no operation has is refused by policy as usual.
@@ -324,8 +325,8 @@ func TestWebSocketCurlHandshake(t *testing.T) {
 		t.Fatalf("upstream Authorization = %q", got)
 	}
 	out = run("/plain")
-	if !strings.Contains(out, "HTTP/1.1 403") || !strings.Contains(out, codeWebSocketNotAllowed) {
-		t.Fatalf("curl handshake to /plain output:\n%s\nwant 403 %s", out, codeWebSocketNotAllowed)
+	if !strings.Contains(out, "HTTP/1.1 403") || !strings.Contains(out, string(contract.CodeWebSocketNotAllowed)) {
+		t.Fatalf("curl handshake to /plain output:\n%s\nwant 403 %s", out, string(contract.CodeWebSocketNotAllowed))
 	}
 }
 
@@ -346,7 +347,7 @@ func TestWebSocketAbort(t *testing.T) {
 		if err == nil || (errors.As(err, &ce) && ce.Code != websocket.CloseAbnormalClosure) || isTimeout(err) {
 			t.Fatalf("client read after upstream drop = %v; want the connection to end", err)
 		}
-		ws := wsClosedEvent(t, e, resp.Header.Get(headerAuditID)).WebSocket
+		ws := wsClosedEvent(t, e, resp.Header.Get(contract.HeaderAuditID)).WebSocket
 		if ws.CloseCode != wsCloseAbnormal || ws.ClosedBy != "upstream" {
 			t.Fatalf("close event = %+v; want 1006 by upstream", ws)
 		}
@@ -367,7 +368,7 @@ func TestWebSocketAbort(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the upstream did not see the client's drop")
 		}
-		ws := wsClosedEvent(t, e, resp.Header.Get(headerAuditID)).WebSocket
+		ws := wsClosedEvent(t, e, resp.Header.Get(contract.HeaderAuditID)).WebSocket
 		if ws.CloseCode != wsCloseAbnormal || ws.ClosedBy != "client" {
 			t.Fatalf("close event = %+v; want 1006 by client", ws)
 		}
@@ -383,7 +384,7 @@ func TestWebSocketAbort(t *testing.T) {
 		if _, _, err := readMsg(t, c); !websocket.IsCloseError(err, 4000) {
 			t.Fatalf("client read = %v; want the upstream's 4000 close", err)
 		}
-		ws := wsClosedEvent(t, e, resp.Header.Get(headerAuditID)).WebSocket
+		ws := wsClosedEvent(t, e, resp.Header.Get(contract.HeaderAuditID)).WebSocket
 		if ws.CloseCode != 4000 || ws.ClosedBy != "upstream" {
 			t.Fatalf("close event = %+v; want 4000 by upstream", ws)
 		}
@@ -428,7 +429,7 @@ func TestWebSocketGoingAway(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: the upstream saw no close", stop)
 		}
-		ws := wsClosedEvent(t, e, resp.Header.Get(headerAuditID)).WebSocket
+		ws := wsClosedEvent(t, e, resp.Header.Get(contract.HeaderAuditID)).WebSocket
 		if ws.CloseCode != wsCloseGoingAway || ws.ClosedBy != "proxy" {
 			t.Fatalf("%s: close event = %+v; want 1001 by proxy", stop, ws)
 		}
@@ -463,7 +464,7 @@ func TestWebSocketProtocolErrors(t *testing.T) {
 	if _, err := io.ReadFull(br, p); err != nil || closeCode(p) != wsCloseProtocolError {
 		t.Fatalf("close payload %q, %v; want 1002", p, err)
 	}
-	ws := wsClosedEvent(t, e, resp.Header.Get(headerAuditID)).WebSocket
+	ws := wsClosedEvent(t, e, resp.Header.Get(contract.HeaderAuditID)).WebSocket
 	if ws.CloseCode != wsCloseProtocolError || ws.ClosedBy != "proxy" {
 		t.Fatalf("close event = %+v; want 1002 by proxy", ws)
 	}

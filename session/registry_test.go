@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit/specs"
 )
 
 const specA = `{
@@ -31,23 +31,6 @@ const specB = `{
     {"name": "get", "method": "GET", "path": "/x", "hosts": ["api.b.example"]}
   ]}]
 }`
-
-func snapshot(t *testing.T, specs ...string) *policy.Snapshot {
-	t.Helper()
-	var conns []policy.Connector
-	for _, s := range specs {
-		spec, _, err := policy.ParseSpec([]byte(s))
-		if err != nil {
-			t.Fatalf("ParseSpec: %v", err)
-		}
-		conns = append(conns, policy.Connector{Spec: spec})
-	}
-	snap, err := policy.Compile(conns)
-	if err != nil {
-		t.Fatalf("Compile: %v", err)
-	}
-	return snap
-}
 
 // clock is a manual clock safe for concurrent use.
 type clock struct {
@@ -85,7 +68,7 @@ var idPattern = regexp.MustCompile(`^ses_[0-9a-f]{24}$`)
 func TestCreateDefaultsToAllConnectors(t *testing.T) {
 	clk := &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	r := NewRegistry(RegistryConfig{Now: clk.Now})
-	s, sec, err := r.Create(CreateOptions{Snapshot: snapshot(t, specA, specB)})
+	s, sec, err := r.Create(CreateOptions{Snapshot: specs.Compile(t, specA, specB)})
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -133,7 +116,7 @@ func TestCreateDefaultsToAllConnectors(t *testing.T) {
 }
 
 func TestCreateOptions(t *testing.T) {
-	snap := snapshot(t, specA, specB)
+	snap := specs.Compile(t, specA, specB)
 	tests := []struct {
 		name       string
 		opts       CreateOptions
@@ -186,7 +169,7 @@ func TestCreateOptions(t *testing.T) {
 
 func TestUnknownConnectorsError(t *testing.T) {
 	r := NewRegistry(RegistryConfig{})
-	_, _, err := r.Create(CreateOptions{Connectors: []string{"github://x/y"}, Snapshot: snapshot(t, specA)})
+	_, _, err := r.Create(CreateOptions{Connectors: []string{"github://x/y"}, Snapshot: specs.Compile(t, specA)})
 	var uce *UnknownConnectorsError
 	if !errors.As(err, &uce) {
 		t.Fatalf("error %v is not an *UnknownConnectorsError", err)
@@ -198,7 +181,7 @@ func TestUnknownConnectorsError(t *testing.T) {
 
 func TestCreateWithNoConnectorsInstalled(t *testing.T) {
 	r := NewRegistry(RegistryConfig{})
-	s, _, err := r.Create(CreateOptions{Snapshot: snapshot(t)})
+	s, _, err := r.Create(CreateOptions{Snapshot: specs.Compile(t)})
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -212,7 +195,7 @@ func TestCreateWithNoConnectorsInstalled(t *testing.T) {
 
 func TestAuthenticate(t *testing.T) {
 	r := NewRegistry(RegistryConfig{})
-	snap := snapshot(t, specA)
+	snap := specs.Compile(t, specA)
 	s1, sec1, err := r.Create(CreateOptions{Snapshot: snap})
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +253,7 @@ func TestExpiry(t *testing.T) {
 	clk := &clock{t: time.Unix(2e9, 0)}
 	log := &endLog{}
 	r := NewRegistry(RegistryConfig{Now: clk.Now, OnEnd: log.onEnd, RetainEnded: time.Hour})
-	snap := snapshot(t, specA)
+	snap := specs.Compile(t, specA)
 	s, sec, err := r.Create(CreateOptions{Snapshot: snap, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +302,7 @@ func TestExpiryNotifiedByPrune(t *testing.T) {
 	clk := &clock{t: time.Unix(2e9, 0)}
 	log := &endLog{}
 	r := NewRegistry(RegistryConfig{Now: clk.Now, OnEnd: log.onEnd})
-	snap := snapshot(t, specA)
+	snap := specs.Compile(t, specA)
 	s, _, err := r.Create(CreateOptions{Snapshot: snap, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -341,7 +324,7 @@ func TestEnd(t *testing.T) {
 		log.onEnd(s, e)
 		_ = r.List()
 	}})
-	snap := snapshot(t, specA)
+	snap := specs.Compile(t, specA)
 	s, sec, err := r.Create(CreateOptions{Snapshot: snap})
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +361,7 @@ func TestEnd(t *testing.T) {
 
 func TestSecretsNeverPrint(t *testing.T) {
 	r := NewRegistry(RegistryConfig{})
-	_, sec, err := r.Create(CreateOptions{Snapshot: snapshot(t, specA)})
+	_, sec, err := r.Create(CreateOptions{Snapshot: specs.Compile(t, specA)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +386,7 @@ func TestSecretsNeverPrint(t *testing.T) {
 func TestListOrder(t *testing.T) {
 	clk := &clock{t: time.Unix(2e9, 0)}
 	r := NewRegistry(RegistryConfig{Now: clk.Now})
-	snap := snapshot(t, specA)
+	snap := specs.Compile(t, specA)
 	var want []string
 	for range 4 {
 		s, _, err := r.Create(CreateOptions{Snapshot: snap})
@@ -424,7 +407,7 @@ func TestListOrder(t *testing.T) {
 
 func TestConcurrentUse(t *testing.T) {
 	r := NewRegistry(RegistryConfig{OnEnd: func(*Session, Ending) {}})
-	snap := snapshot(t, specA)
+	snap := specs.Compile(t, specA)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for range 8 {
@@ -461,7 +444,7 @@ func TestConcurrentUse(t *testing.T) {
 func TestEndWithExitCodeReachesOnEnd(t *testing.T) {
 	var got []Ending
 	r := NewRegistry(RegistryConfig{OnEnd: func(_ *Session, e Ending) { got = append(got, e) }})
-	snap := snapshot(t)
+	snap := specs.Compile(t)
 	s, _, err := r.Create(CreateOptions{Snapshot: snap})
 	if err != nil {
 		t.Fatal(err)
@@ -479,7 +462,7 @@ func TestEndWithExitCodeReachesOnEnd(t *testing.T) {
 
 func TestCreateLabels(t *testing.T) {
 	r := NewRegistry(RegistryConfig{})
-	snap := snapshot(t, specB)
+	snap := specs.Compile(t, specB)
 	s, _, err := r.Create(CreateOptions{Snapshot: snap, Agent: "claude", Project: "/home/me/repo"})
 	if err != nil || s.Agent != "claude" || s.Project != "/home/me/repo" {
 		t.Fatalf("Create with labels = %+v, %v", s, err)

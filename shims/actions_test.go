@@ -12,7 +12,9 @@ import (
 	"testing"
 
 	"github.com/aileron-dev/aileron-proxy/actions"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 	"github.com/aileron-dev/aileron-proxy/policy"
+	"path/filepath"
 )
 
 const actionListIssues = `+++
@@ -115,14 +117,14 @@ func TestActionCommand(t *testing.T) {
 // the GitHub connector: tools.txt lists the action tool first, then the
 // connector tools; the action shim and its help are golden.
 func TestActionToolsGolden(t *testing.T) {
-	sh := requireTool(t, "sh")
+	sh := testkit.RequireTool(t, "sh")
 	conns := fixtureConnectors(t)
 	acts := installedActions(t, conns, actionOpenIssue, actionListIssues)
 	r, err := Render(RenderOptions{Connectors: conns, AgentCommand: "claude", Actions: acts})
 	if err != nil {
 		t.Fatalf("Render(fixtures + actions) = %v", err)
 	}
-	checkGolden(t, "tools-actions.txt.golden", r.ToolsTxt)
+	testkit.Golden(t, filepath.Join("testdata", "tools-actions.txt.golden"), r.ToolsTxt)
 	var cmds []string
 	for _, s := range r.Shims {
 		cmds = append(cmds, s.Command)
@@ -132,8 +134,8 @@ func TestActionToolsGolden(t *testing.T) {
 		if strings.Join(s.Actions, ",") != "list-issues,open-issue" || s.Tool != "" {
 			t.Errorf("action shim = %+v, want actions list-issues, open-issue", s)
 		}
-		checkGolden(t, "github-actions.sh.golden", s.Script)
-		checkGolden(t, "github-actions.help.golden", helpTranscript(t, []string{sh}, s, s.Actions))
+		testkit.Golden(t, filepath.Join("testdata", "github-actions.sh.golden"), s.Script)
+		testkit.Golden(t, filepath.Join("testdata", "github-actions.help.golden"), helpTranscript(t, []string{sh}, s, s.Actions))
 	}
 	if got := strings.Join(cmds, " "); got != "gh-api github google" {
 		t.Errorf("commands = %q, want %q", got, "gh-api github google")

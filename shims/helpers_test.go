@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,8 +17,6 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // loadConnector parses a spec file the way the store does and gives it a
 // hash derived from its bytes.
@@ -69,39 +66,6 @@ func tool(name string, ops ...string) policy.Tool {
 		})
 	}
 	return t
-}
-
-// checkGolden compares got with testdata/name, rewriting it under -update.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatalf("updating %s: %v", path, err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading %s (run go test -update to create it): %v", path, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run go test ./shims -update and review the diff)\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
-	}
-}
-
-// requireTool finds a program the shim tests need. A missing one fails the
-// test in CI (which installs it, see .ci/setup) and skips it elsewhere.
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is required in CI (apt-get install -y dash busybox-static wget): %v", name, err)
-		}
-		t.Skipf("%s not installed: %v", name, err)
-	}
-	return p
 }
 
 // runResult is what one shim run produced.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -77,13 +78,13 @@ func opNames(c policy.Connector, toolName string) []string {
 }
 
 func TestToolsGolden(t *testing.T) {
-	sh := requireTool(t, "sh")
+	sh := testkit.RequireTool(t, "sh")
 	conns := fixtureConnectors(t)
 	r, err := Render(RenderOptions{Connectors: conns, AgentCommand: "claude"})
 	if err != nil {
 		t.Fatalf("Render(fixtures) = %v", err)
 	}
-	checkGolden(t, "tools.txt.golden", r.ToolsTxt)
+	testkit.Golden(t, filepath.Join("testdata", "tools.txt.golden"), r.ToolsTxt)
 
 	byFQN := map[string]policy.Connector{}
 	for _, c := range conns {
@@ -92,9 +93,9 @@ func TestToolsGolden(t *testing.T) {
 	var cmds []string
 	for _, s := range r.Shims {
 		cmds = append(cmds, s.Command)
-		checkGolden(t, s.Command+".sh.golden", s.Script)
+		testkit.Golden(t, filepath.Join("testdata", s.Command+".sh.golden"), s.Script)
 		help := helpTranscript(t, []string{sh}, s, opNames(byFQN[s.ConnectorFQN], s.Tool))
-		checkGolden(t, s.Command+".help.golden", help)
+		testkit.Golden(t, filepath.Join("testdata", s.Command+".help.golden"), help)
 	}
 	if got, want := strings.Join(cmds, " "), "gh-api google"; got != want {
 		t.Errorf("Render(fixtures) commands = %q, want %q", got, want)
@@ -139,7 +140,7 @@ func TestToolsHostileSpec(t *testing.T) {
 	ops := opNames(conn, "Hostile")
 	shells := map[string][]string{}
 	for _, name := range []string{"dash", "busybox"} {
-		p := requireTool(t, name)
+		p := testkit.RequireTool(t, name)
 		if name == "busybox" {
 			shells[name] = []string{p, "sh"}
 		} else {
@@ -151,7 +152,7 @@ func TestToolsHostileSpec(t *testing.T) {
 		doc := helpTranscript(t, shells[name], s, ops)
 		if first == nil {
 			first = doc
-			checkGolden(t, "hostile.help.golden", doc)
+			testkit.Golden(t, filepath.Join("testdata", "hostile.help.golden"), doc)
 		} else if !bytes.Equal(doc, first) {
 			t.Errorf("help under %s differs from dash:\n%s", name, doc)
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -234,18 +235,18 @@ func newShellPair(t *testing.T, name string) shellPair {
 	}
 	switch name {
 	case "dash+gnu-wget":
-		dash := requireTool(t, "dash")
-		wget := requireTool(t, "wget")
+		dash := testkit.RequireTool(t, "dash")
+		wget := testkit.RequireTool(t, "wget")
 		if out, err := exec.Command(wget, "--version").Output(); err != nil || !bytes.Contains(out, []byte("GNU Wget")) {
 			t.Fatalf("%s is not GNU wget: %v", wget, err)
 		}
 		for _, tool := range []string{"cat", "mktemp", "rm"} {
-			link(tool, requireTool(t, tool))
+			link(tool, testkit.RequireTool(t, tool))
 		}
 		wrap(dash, wget)
 		return shellPair{name: name, shell: []string{dash}, gnu: true, bin: bin}
 	case "busybox":
-		bb := requireTool(t, "busybox")
+		bb := testkit.RequireTool(t, "busybox")
 		for _, tool := range []string{"cat", "mktemp", "rm"} {
 			link(tool, bb)
 		}

@@ -1,4 +1,4 @@
-package credentials
+package multimatch
 
 import (
 	"bytes"
@@ -343,7 +343,7 @@ func (a *anchor) setNear(pats [][]byte) {
 // the anchor set set, adds each anchor's hits to hits and returns the number
 // of anchor hits and of pattern checks. Occurrences are collected per
 // anchor, then recorded in start order as masker requires.
-func (m *matcher) scanAnchored(set []anchor, buf []byte, s, limit int, k *masker, hits *[maxAnchorPass]int) (nhits, checks int) {
+func (m *Matcher) scanAnchored(set []anchor, buf []byte, s, limit int, k *masker, hits *[maxAnchorPass]int) (nhits, checks int) {
 	var local [8]occurrence
 	found := local[:0]
 	for ai := range set {
@@ -403,8 +403,8 @@ const (
 )
 
 // anchorSet returns the anchors of strategy st (nil for Wu-Manber or a set
-// the matcher lacks).
-func (m *matcher) anchorSet(st int) []anchor {
+// the Matcher lacks).
+func (m *Matcher) anchorSet(st int) []anchor {
 	switch st {
 	case stratText:
 		return m.anchors
@@ -414,7 +414,7 @@ func (m *matcher) anchorSet(st int) []anchor {
 	return nil
 }
 
-// adapt is one stream's scan strategy. It starts with the matcher's static
+// adapt is one stream's scan strategy. It starts with the Matcher's static
 // choice and counts the work each scan does (no clock); after every window
 // of scanned bytes it prices that work with the cost model and switches to
 // the strategy with the lowest estimate when that is below adaptMargin
@@ -433,18 +433,15 @@ type adapt struct {
 	hits  [maxAnchorPass]int // hits per anchor of cur in this window
 	bytes int                // bytes scanned in this window
 	ns    float64            // their cost, less anchoredBase when anchored
-	// rotate, for tests, moves to the next available strategy in rotation
-	// after every window; step is the position in rotation.
-	rotate   bool
-	step     int
+	// choose picks the strategy for the next window given the current
+	// one's observed cost; nil means the cheapest estimate (cheapest).
+	// Tests set it to force every transition between strategies.
+	choose   func(a *adapt, m *Matcher, cur float64) int
 	window   int
 	switches int
 }
 
-// rotation passes once from each strategy to each other one.
-var rotation = [...]int{stratWuManber, stratText, stratBinary, stratWuManber, stratBinary, stratText}
-
-func newAdapt(m *matcher, window int) adapt {
+func newAdapt(m *Matcher, window int) adapt {
 	a := adapt{cur: stratWuManber, est: m.est, window: window}
 	if m.anchored {
 		a.cur = stratText
@@ -453,9 +450,9 @@ func newAdapt(m *matcher, window int) adapt {
 }
 
 // startEstimates returns the estimates a stream starts with (see adapt).
-// newMatcher computes them once: setCost takes longer than scanning a
+// New computes them once: setCost takes longer than scanning a
 // typical header value.
-func (m *matcher) startEstimates() [numStrats]float64 {
+func (m *Matcher) startEstimates() [numStrats]float64 {
 	var est [numStrats]float64
 	est[stratWuManber] = wuManberCost(m.minLen)
 	for _, st := range []int{stratText, stratBinary} {
@@ -474,7 +471,7 @@ func (m *matcher) startEstimates() [numStrats]float64 {
 
 // observe records n bytes scanned at a cost of ns and decides at the end of
 // a window.
-func (a *adapt) observe(m *matcher, n int, ns float64) {
+func (a *adapt) observe(m *Matcher, n int, ns float64) {
 	a.bytes += n
 	a.ns += ns
 	if a.bytes < a.window {
@@ -491,31 +488,31 @@ func (a *adapt) observe(m *matcher, n int, ns float64) {
 	}
 	a.est[a.cur] = cur
 	a.ran[a.cur] = true
-	next := a.cur
-	if a.rotate {
-		for range rotation {
-			a.step = (a.step + 1) % len(rotation)
-			if st := rotation[a.step]; st != a.cur && (st == stratWuManber || m.anchorSet(st) != nil) {
-				next = st
-				break
-			}
-		}
-	} else {
-		best := -1
-		for st := range numStrats {
-			if st != a.cur && (best < 0 || a.est[st] < a.est[best]) {
-				best = st
-			}
-		}
-		if a.est[best] < cur*adaptMargin {
-			next = best
-		}
+	choose := a.choose
+	if choose == nil {
+		choose = (*adapt).cheapest
 	}
-	if next != a.cur {
+	if next := choose(a, m, cur); next != a.cur {
 		a.cur = next
 		a.switches++
 	}
 	a.bytes, a.ns = 0, 0
+}
+
+// cheapest returns the strategy with the lowest estimate when it beats cur
+// (the current strategy's observed cost) by adaptMargin, else the current
+// one.
+func (a *adapt) cheapest(_ *Matcher, cur float64) int {
+	best := -1
+	for st := range numStrats {
+		if st != a.cur && (best < 0 || a.est[st] < a.est[best]) {
+			best = st
+		}
+	}
+	if a.est[best] < cur*adaptMargin {
+		return best
+	}
+	return a.cur
 }
 
 // predictCost estimates the cost per byte of the anchor set to on data in
