@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -36,13 +37,7 @@ type Auth struct{ User, Password string }
 // CI=true, where it fails.
 func Start(t testing.TB, auth ...Auth) string {
 	t.Helper()
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("docker-registry not found (CI=true: .ci/setup installs Debian's docker-registry)")
-		}
-		t.Skip("docker-registry not found (apt-get install docker-registry)")
-	}
+	bin := testkit.RequireTool(t, "docker-registry")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
