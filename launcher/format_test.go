@@ -3,15 +3,13 @@ package launcher
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
+)
 
 // normalize replaces the temp project dir and content digests.
 func normalize(s, dir string) string {
@@ -24,20 +22,7 @@ func normalize(s, dir string) string {
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run go test -update): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s mismatch (run go test ./launcher -run %s -update and review the diff)\ngot:\n%s\nwant:\n%s", path, t.Name(), got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name+".golden"), []byte(got))
 }
 
 func TestPlanOutputGolden(t *testing.T) {
