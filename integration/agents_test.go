@@ -17,7 +17,8 @@ import (
 
 // agentCase is one agent recipe of `sandbox init --agent` run for real.
 type agentCase struct {
-	name string
+	// name is the recipe; label, when set, names the subtest instead.
+	name, label string
 	// connector is the shipped spec file; credential the `credential set`
 	// arguments after the FQN (the secret comes on stdin).
 	connector, fqn string
@@ -31,6 +32,8 @@ type agentCase struct {
 	// update checks, plugin installs) the agent may make and the proxy
 	// refuses; any other refusal fails the test.
 	telemetry []string
+	// wantRefused says at least one of them must be refused and audited.
+	wantRefused bool
 }
 
 const agentPrompt = "Reply with the canned text."
@@ -42,6 +45,17 @@ var agentCases = []agentCase{
 		host:       "api.anthropic.com", key: func(r recorded) string { return r.Header.Get("X-Api-Key") },
 		argv:      []string{"claude", "-p", agentPrompt},
 		telemetry: []string{"api.anthropic.com /api/", "statsig.anthropic.com /", "http-intake.logs.us5.datadoghq.com /"},
+	},
+	{
+		// The recipe's telemetry switches unset: the calls they stop are
+		// refused quietly, one audit line each, and the agent carries on.
+		name: "claude", label: "claude-telemetry-on", connector: "anthropic", fqn: "github://aileron-dev/aileron-connector-anthropic",
+		credential: []string{"--kind", "api_key", "--header", "x-api-key"},
+		host:       "api.anthropic.com", key: func(r recorded) string { return r.Header.Get("X-Api-Key") },
+		argv: []string{"env", "-u", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "-u", "DISABLE_TELEMETRY", "-u", "DISABLE_ERROR_REPORTING",
+			"-u", "DISABLE_AUTOUPDATER", "claude", "-p", agentPrompt},
+		telemetry:   []string{"api.anthropic.com /api/", "statsig.anthropic.com /", "http-intake.logs.us5.datadoghq.com /", "storage.googleapis.com /claude-code-dist"},
+		wantRefused: true,
 	},
 	{
 		name: "gemini", connector: "google", fqn: "github://acme/aileron-connector-google",
@@ -152,8 +166,12 @@ func TestAgentsInSandbox(t *testing.T) {
 		if kinds == nil {
 			kinds = []string{"docker"}
 		}
+		label := ac.name
+		if ac.label != "" {
+			label = ac.label
+		}
 		for _, kind := range kinds {
-			t.Run(ac.name+"/"+kind, func(t *testing.T) {
+			t.Run(label+"/"+kind, func(t *testing.T) {
 				requireRuntime(t, kind)
 				runAgentCase(t, ac, kind)
 			})
@@ -220,6 +238,7 @@ func runAgentCase(t *testing.T, ac agentCase, kind string) {
 	}
 
 	// Refusals are the agent's telemetry and nothing else.
+	refused := 0
 	for _, ev := range auditEvents(t, home) {
 		if ev["decision"] != "deny" && !strings.Contains(fmt.Sprint(ev["event"]), "denied") {
 			continue
@@ -228,6 +247,21 @@ func runAgentCase(t *testing.T, ac agentCase, kind string) {
 		t.Logf("denied: %s %s %s (%v)", ev["method"], host, path, ev["reason"])
 		if !isTelemetry(ac.telemetry, host, path) {
 			t.Errorf("the proxy refused %s %s%s (%v), which is not the agent's telemetry", ev["method"], host, path, ev["reason"])
+		}
+		refused++
+	}
+	if ac.wantRefused && refused == 0 {
+		t.Error("no telemetry call was refused and audited")
+	}
+	if ac.wantRefused {
+		// Quietly: nothing about the refusals in the agent's terminal.
+		// launch's banner ends with its audit line; the agent's stderr follows.
+		_, agentErr, _ := strings.Cut(stderr, "\n  audit ")
+		agentOut := stdout + agentErr
+		for _, noise := range []string{"403", "Forbidden", "denied", "not_allowed", "operation_not_allowed"} {
+			if strings.Contains(agentOut, noise) {
+				t.Errorf("the agent's output mentions %q:\n%s", noise, redactCanary(agentOut))
+			}
 		}
 	}
 	raw, _ := os.ReadFile(filepath.Join(home, "audit", "audit.jsonl"))

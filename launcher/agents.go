@@ -59,6 +59,9 @@ const (
 	anthropicSet  = "aileron-proxy credential set " + anthropicFQN + " --kind api_key --header x-api-key --from-env ANTHROPIC_API_KEY"
 )
 
+// opencodeVersion pins OpenCode and its plugin package, released together.
+const opencodeVersion = "1.18.33"
+
 // agents are the recipes, keyed by name.
 var agents = map[string]Agent{
 	"claude": {
@@ -81,10 +84,11 @@ var agents = map[string]Agent{
 		Placeholder: "OPENAI_API_KEY",
 		Env:         map[string]string{"CODEX_API_KEY": PlaceholderValue},
 		Example:     `codex exec --skip-git-repo-check "summarise README.md"`,
-		// System config: update checks, analytics and feedback uploads off.
+		// System config: update checks, analytics, feedback uploads and the
+		// ChatGPT-account features (apps, curated plugins, remote model list) off.
 		extra: `RUN mkdir -p /etc/codex \
  && printf '%s\n' 'check_for_update_on_startup = false' '[analytics]' 'enabled = false' \
-      '[feedback]' 'enabled = false' > /etc/codex/config.toml
+      '[feedback]' 'enabled = false' '[features]' 'apps = false' 'plugins = false' 'remote_models = false' 'api_key_model_discovery = false' > /etc/codex/config.toml
 `,
 	},
 	"gemini": {
@@ -103,7 +107,7 @@ var agents = map[string]Agent{
 `,
 	},
 	"opencode": {
-		Name: "opencode", Title: "OpenCode", Command: "opencode", Package: "opencode-ai@1.18.33",
+		Name: "opencode", Title: "OpenCode", Command: "opencode", Package: "opencode-ai@" + opencodeVersion,
 		Connector: anthropicFQN, ConnectorFile: anthropicFile, Kind: "api_key", CredentialSet: anthropicSet,
 		Placeholder: "ANTHROPIC_API_KEY",
 		Env: map[string]string{
@@ -113,8 +117,12 @@ var agents = map[string]Agent{
 			"OPENCODE_DISABLE_LSP_DOWNLOAD":    "true",
 			"OPENCODE_DISABLE_DEFAULT_PLUGINS": "true",
 		},
-		Example:     `opencode run -m anthropic/claude-sonnet-4-5 "summarise README.md"`,
-		postinstall: "(cd /usr/local/lib/node_modules/opencode-ai && node postinstall.mjs)",
+		Example: `opencode run -m anthropic/claude-sonnet-4-5 "summarise README.md"`,
+		// The plugin package OpenCode would otherwise install in the
+		// background at start, from inside the sandbox.
+		postinstall: "(cd /usr/local/lib/node_modules/opencode-ai && node postinstall.mjs)" +
+			" && npm install --prefix /home/agent/.config/opencode --no-audit --no-fund --loglevel=error @opencode-ai/plugin@" + opencodeVersion +
+			" && chown -R agent:agent /home/agent/.config",
 	},
 }
 
