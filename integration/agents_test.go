@@ -85,9 +85,10 @@ var agentCases = []agentCase{
 var agentImages sync.Map // "agent/runtime" → *agentImage
 
 type agentImage struct {
-	once    sync.Once
-	project string
-	err     error
+	once           sync.Once
+	kind           string
+	project, image string
+	err            error
 }
 
 // buildAgentImage scaffolds the recipe with `sandbox init --agent` into a
@@ -119,12 +120,37 @@ func buildAgentImage(t *testing.T, agent, kind string, env []string) string {
 		}
 		if out, errOut, code := launchCLI(t, home, env, 20*time.Minute, "sandbox", "build", "--runtime", kind, "--project", img.project); code != 0 {
 			img.err = fmt.Errorf("sandbox build (%s, %s): exit %d\n%s%s", agent, kind, code, out, lastN(errOut, 3000))
+			return
 		}
+		out, _, code := launchCLI(t, home, nil, time.Minute, "sandbox", "plan", "--json", "--runtime", kind, "--project", img.project)
+		if code != 0 {
+			img.err = fmt.Errorf("sandbox plan (%s, %s): exit %d", agent, kind, code)
+			return
+		}
+		img.kind, img.image = kind, jsonField(t, out, "image")
 	})
 	if img.err != nil {
 		t.Fatal(img.err)
 	}
 	return img.project
+}
+
+// removeAgentImages removes the images buildAgentImage built (each is
+// several hundred MB, and every build gets a new tag).
+func removeAgentImages() {
+	agentImages.Range(func(k, v any) bool {
+		img := v.(*agentImage)
+		if img.image != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			_ = exec.CommandContext(ctx, img.kind, "rmi", "--force", img.image).Run()
+			cancel()
+		}
+		if img.project != "" {
+			os.RemoveAll(filepath.Dir(img.project))
+		}
+		agentImages.Delete(k)
+		return true
+	})
 }
 
 func lastN(s string, n int) string {
@@ -160,6 +186,7 @@ func TestAgentsInSandbox(t *testing.T) {
 	if testing.Short() {
 		t.Skip("agent images skipped with -short")
 	}
+	t.Cleanup(removeAgentImages)
 	runtimes := map[string][]string{"claude": {"docker", "podman"}}
 	for _, ac := range agentCases {
 		kinds := runtimes[ac.name]
@@ -177,6 +204,7 @@ func TestAgentsInSandbox(t *testing.T) {
 			})
 		}
 	}
+	t.Run("check/docker", agentCheck)
 }
 
 func runAgentCase(t *testing.T, ac agentCase, kind string) {
@@ -378,13 +406,10 @@ func streamContains(r io.Reader, needle []byte) (bool, int64) {
 	}
 }
 
-// TestAgentCheck runs `sandbox check --agent claude` on the recipe's image:
+// agentCheck runs `sandbox check --agent claude` on the recipe's image:
 // without the model credential it fails and names the command that sets
 // it; with it, every check passes.
-func TestAgentCheck(t *testing.T) {
-	if testing.Short() {
-		t.Skip("agent images skipped with -short")
-	}
+func agentCheck(t *testing.T) {
 	requireRuntime(t, "docker")
 	bundle := hostBundleWithMarker(t)
 	project := buildAgentImage(t, "claude", "docker", []string{"SSL_CERT_FILE=" + bundle.path})
