@@ -140,6 +140,8 @@ func newUpstream(t *testing.T, names []string, h http.Handler) *upstream {
 			var body []byte
 			if r.ContentLength != 0 {
 				body, _ = io.ReadAll(io.LimitReader(r.Body, 1<<20))
+				// The handler reads the body too.
+				r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 			}
 			u.record(r, body)
 			h.ServeHTTP(w, r)

@@ -116,7 +116,7 @@ func prepareImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions)
 	if p.Build.Embedded {
 		return res, nil
 	}
-	err := rt.Build(ctx, BuildRequest{
+	req := BuildRequest{
 		Tag:        p.Image,
 		Dockerfile: p.Build.Dockerfile,
 		Context:    p.Build.Context,
@@ -127,7 +127,15 @@ func prepareImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions)
 		Labels:     map[string]string{LabelManaged: "true", LabelDefinition: p.Build.Digest},
 		Network:    opts.Network,
 		Output:     opts.Output,
-	})
+	}
+	if df, err := os.ReadFile(p.Build.Dockerfile); err == nil {
+		stop, err := withHostRegistries(ctx, &req, df)
+		if err != nil {
+			return res, fmt.Errorf("preparing %s: %w", p.Image, err)
+		}
+		defer stop()
+	}
+	err := rt.Build(ctx, req)
 	if err != nil {
 		return res, fmt.Errorf("preparing %s from %s: %w", p.Image, relTo(p.ProjectDir, p.Build.Dockerfile), err)
 	}

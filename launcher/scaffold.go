@@ -16,6 +16,10 @@ var (
 	scaffoldDevContainer string
 	//go:embed scaffold/Dockerfile
 	scaffoldDockerfile string
+	//go:embed scaffold/agent/devcontainer.json
+	scaffoldAgentDevContainer string
+	//go:embed scaffold/agent/Dockerfile
+	scaffoldAgentDockerfile string
 )
 
 // InitOptions adjusts Init.
@@ -25,6 +29,9 @@ type InitOptions struct {
 	// BaseVersion is the sandbox-base tag the Dockerfile extends; empty
 	// means BaseVersion.
 	BaseVersion string
+	// Agent names a recipe (see AgentNames) that installs that agent;
+	// empty writes the generic starter files.
+	Agent string
 }
 
 // ScaffoldFiles returns the starter files keyed by path relative to the
@@ -49,6 +56,18 @@ func Init(projectDir string, opts InitOptions) ([]string, error) {
 		return nil, fmt.Errorf("reading project directory %q: not a directory", projectDir)
 	}
 	files := ScaffoldFiles(opts.BaseVersion)
+	if opts.Agent != "" {
+		a, err := LookupAgent(opts.Agent)
+		if err != nil {
+			return nil, fmt.Errorf("scaffolding the sandbox: %w", err)
+		}
+		base := opts.BaseVersion
+		if base == "" {
+			base = BaseVersion
+		}
+		dc, df := a.scaffold(base)
+		files = map[string][]byte{DevContainerPath: []byte(dc), ".devcontainer/Dockerfile": []byte(df)}
+	}
 	names := []string{DevContainerPath, ".devcontainer/Dockerfile"}
 	if !opts.Force {
 		var existing []string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -68,20 +69,32 @@ func (a *app) planAndRuntime(ctx context.Context, project, runtimeFlag string) (
 
 func newSandboxInitCmd(a *app) *cobra.Command {
 	var force bool
+	var agent string
 	cmd := &cobra.Command{
-		Use:   "init [--project DIR] [--force]",
+		Use:   "init [--project DIR] [--agent NAME] [--force]",
 		Short: "Scaffold .devcontainer/devcontainer.json and a Dockerfile",
 		Long: `Write .devcontainer/devcontainer.json (JSON with comments) and .devcontainer/Dockerfile,
 which extends aileron/sandbox-base:` + launcher.BaseVersion + ` and carries commented snippets for
-common tools (git, gh, Node.js, Python, kubectl). Existing files are left alone unless --force is given.`,
+common tools (git, gh, Node.js, Python, kubectl). Existing files are left alone unless --force is given.
+
+With --agent (` + strings.Join(launcher.AgentNames(), ", ") + `) the Dockerfile installs Node.js and that
+agent from npm, versions pinned, and containerEnv sets the placeholder key the agent needs to start
+plus its telemetry-off settings; see docs/agents.md.`,
 		Example: `  aileron-proxy sandbox init
+  aileron-proxy sandbox init --agent claude
   aileron-proxy sandbox init --project ../agent-repo --force`,
 		Args: usageArgs(cobra.NoArgs),
 	}
 	project := projectFlag(cmd)
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing files")
+	cmd.Flags().StringVar(&agent, "agent", "", "agent recipe: "+strings.Join(launcher.AgentNames(), ", ")+" (empty: generic starter files)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		written, err := launcher.Init(*project, launcher.InitOptions{Force: force})
+		if agent != "" {
+			if _, err := launcher.LookupAgent(agent); err != nil {
+				return usageError(fmt.Errorf("--agent: %w", err))
+			}
+		}
+		written, err := launcher.Init(*project, launcher.InitOptions{Force: force, Agent: agent})
 		if err != nil {
 			return err
 		}
@@ -187,16 +200,19 @@ func newSandboxCheckCmd(a *app) *cobra.Command {
 		Long: `Prepare the sandbox image with launch's build policy (--sandbox-build, default auto: build
 tier 0/1 only when missing), then validate it in a throwaway container without network:
 /bin/sh runs, ` + launcher.WorkspacePath + ` is writable when mounted, the agent command is on PATH,
-and wget (used by connector shims) is present. Each failure names its fix.
+and wget (used by connector shims) is present. For an agent with a recipe (` + strings.Join(launcher.AgentNames(), ", ") + `)
+it also checks that the agent's --version runs, that its model connector is installed and
+has a credential, and that containerEnv sets its placeholder key. Each failure names its fix.
 
 Exit status: 0 when every check passes, 1 when one fails or the image cannot be prepared, 2 on usage errors.`,
 		Example: `  aileron-proxy sandbox check --agent=claude
-  aileron-proxy sandbox check --agent=codex --sandbox-build=never --runtime podman`,
+  aileron-proxy sandbox check --agent=codex --sandbox-build=never --runtime podman
+  aileron-proxy sandbox check --agent=my-agent --shims=false`,
 		Args: usageArgs(cobra.NoArgs),
 	}
 	project := projectFlag(cmd)
 	rtFlag := runtimeFlag(cmd)
-	cmd.Flags().StringVar(&agent, "agent", "", "agent command the image must provide (required)")
+	cmd.Flags().StringVar(&agent, "agent", "", "agent recipe ("+strings.Join(launcher.AgentNames(), ", ")+") or command the image must provide (required)")
 	cmd.Flags().StringVar(&buildFlag, "sandbox-build", "auto", "build policy: auto (build when missing), always or never")
 	cmd.Flags().BoolVar(&shims, "shims", true, "require wget, which mounted connector shims call")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -214,9 +230,21 @@ Exit status: 0 when every check passes, 1 when one fails or the image cannot be 
 		if _, err := launcher.Prepare(cmd.Context(), rt, plan, launcher.PrepareOptions{Policy: policy, Output: a.stderr}); err != nil {
 			return err
 		}
-		rep, err := launcher.Check(cmd.Context(), rt, launcher.CheckOptions{Image: plan.RunImage(), Agent: agent, Shims: shims, BaseImage: plan.BaseImage})
+		recipe, known := launcher.LookupAgent(agent)
+		command := agent
+		if known == nil {
+			command = recipe.Command
+		}
+		rep, err := launcher.Check(cmd.Context(), rt, launcher.CheckOptions{Image: plan.RunImage(), Agent: command, Shims: shims, BaseImage: plan.BaseImage})
 		if err != nil {
 			return err
+		}
+		if known == nil {
+			more, err := a.checkAgentRecipe(cmd.Context(), rt, plan, recipe)
+			if err != nil {
+				return err
+			}
+			rep.Results = append(rep.Results, more...)
 		}
 		fmt.Fprintf(a.stdout, "image %s: tier %s, runtime %s\n", plan.RunImage(), plan.Tier, rt.Kind())
 		for _, r := range rep.Results {
@@ -224,7 +252,7 @@ Exit status: 0 when every check passes, 1 when one fails or the image cannot be 
 			if !r.OK {
 				status = "FAIL"
 			}
-			fmt.Fprintf(a.stdout, "%-4s  %-9s  %s\n", status, r.Name, r.Detail)
+			fmt.Fprintf(a.stdout, "%-4s  %-11s  %s\n", status, r.Name, r.Detail)
 		}
 		return rep.Err()
 	}

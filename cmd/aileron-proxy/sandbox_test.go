@@ -76,6 +76,7 @@ func TestSandboxUsageAndConfigErrors(t *testing.T) {
 		{"check needs --agent", []string{"sandbox", "check"}, exitUsage, "--agent is required"},
 		{"bad build policy", []string{"sandbox", "check", "--agent=x", "--sandbox-build", "sometimes"}, exitUsage, `unknown build policy "sometimes"`},
 		{"stray argument", []string{"sandbox", "plan", "extra"}, exitUsage, "unknown command"},
+		{"unknown agent recipe", []string{"sandbox", "init", "--agent", "aider", "--project", bad}, exitUsage, `--agent: unknown agent "aider": use one of claude, codex, gemini, opencode`},
 		{"unknown subcommand", []string{"sandbox", "bogus"}, exitUsage, `unknown command "bogus" for "aileron-proxy sandbox"`},
 		{"bad devcontainer value", []string{"sandbox", "plan", "--project", bad, "--runtime", "docker"}, exitFailure,
 			filepath.Join(bad, ".devcontainer", "devcontainer.json") + `:3:54: customizations.aileron.approval_surface: unsupported value "web"; use one of "api", "cli", "both"`},

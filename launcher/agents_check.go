@@ -1,0 +1,88 @@
+package launcher
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Checks `sandbox check --agent NAME` adds for a known agent recipe.
+const (
+	CheckVersion     = "version"
+	CheckConnector   = "connector"
+	CheckCredential  = "credential"
+	CheckPlaceholder = "placeholder"
+)
+
+// AgentHost is what the host has configured, as CheckAgent needs it.
+type AgentHost struct {
+	// Connectors lists the FQNs of the active installed connectors.
+	Connectors []string
+	// HasCredential reports whether a credential is configured for
+	// (connector FQN, kind).
+	HasCredential func(fqn, kind string) bool
+	// ContainerEnv is the plan's containerEnv.
+	ContainerEnv map[string]string
+}
+
+// CheckAgentRecipe validates what a known agent needs beyond the image contract
+// of Check: its command runs (`--version`, in a throwaway container with no
+// network), its model connector is installed, that connector's credential
+// is configured and the placeholder key is set in containerEnv. Each
+// failure names the command or edit that fixes it. err is for failures to
+// run the check at all.
+func CheckAgentRecipe(ctx context.Context, rt Runtime, image string, a Agent, host AgentHost) ([]CheckResult, error) {
+	var stdout, stderr bytes.Buffer
+	code, err := rt.Run(ctx, RunRequest{
+		Image:      image,
+		Entrypoint: "/bin/sh",
+		Cmd:        []string{"-c", `"$1" --version`, "aileron-check", a.Command},
+		Network:    "none",
+		Labels:     map[string]string{LabelManaged: "true"},
+		Stdout:     &stdout,
+		Stderr:     &stderr,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("checking %s in image %s: %w", a.Command, image, err)
+	}
+	rebuild := fmt.Sprintf("run `aileron-proxy sandbox init --agent %s --force` and `aileron-proxy sandbox build`", a.Name)
+	v := CheckResult{Name: CheckVersion, OK: code == 0}
+	if v.OK {
+		v.Detail = fmt.Sprintf("%s --version: %s", a.Command, lastLines(stdout.String(), 1))
+	} else {
+		v.Detail = fmt.Sprintf("%s --version exited %d: %s", a.Command, code, lastLines(stderr.String()+stdout.String(), 1))
+		v.Fix = rebuild
+	}
+	res := []CheckResult{v}
+
+	c := CheckResult{Name: CheckConnector, Detail: fmt.Sprintf("connector %s is installed", a.Connector)}
+	for _, fqn := range host.Connectors {
+		if strings.EqualFold(fqn, a.Connector) {
+			c.OK = true
+		}
+	}
+	if !c.OK {
+		c.Detail = fmt.Sprintf("connector %s, which carries the %s model API, is not installed", a.Connector, a.Title)
+		c.Fix = "run `aileron-proxy connector install " + a.ConnectorFile + "`"
+	}
+	res = append(res, c)
+
+	k := CheckResult{Name: CheckCredential, Detail: fmt.Sprintf("a %s credential is configured for %s", a.Kind, a.Connector)}
+	if host.HasCredential != nil && host.HasCredential(a.Connector, a.Kind) {
+		k.OK = true
+	} else {
+		k.Detail = fmt.Sprintf("no %s credential is configured for %s, so model calls would be refused", a.Kind, a.Connector)
+		k.Fix = "run `" + a.CredentialSet + "`"
+	}
+	res = append(res, k)
+
+	p := CheckResult{Name: CheckPlaceholder, Detail: fmt.Sprintf("containerEnv sets %s", a.Placeholder)}
+	if host.ContainerEnv[a.Placeholder] != "" {
+		p.OK = true
+	} else {
+		p.Detail = fmt.Sprintf("containerEnv does not set %s, which %s needs to start", a.Placeholder, a.Command)
+		p.Fix = fmt.Sprintf("add %q: %q to containerEnv in %s (the proxy injects the real key), or %s", a.Placeholder, PlaceholderValue, DevContainerPath, rebuild)
+	}
+	return append(res, p), nil
+}
