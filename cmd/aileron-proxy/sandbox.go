@@ -31,7 +31,8 @@ when its engine answers, else Podman.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE,
 	}
-	cmd.AddCommand(newSandboxInitCmd(a), newSandboxPlanCmd(a), newSandboxBuildCmd(a), newSandboxCheckCmd(a))
+	cmd.AddCommand(newSandboxInitCmd(a), newSandboxPlanCmd(a), newSandboxBuildCmd(a), newSandboxCheckCmd(a),
+		newSandboxUpCmd(a), newSandboxLsCmd(a), newSandboxDownCmd(a), newSandboxExecCmd(a))
 	return cmd
 }
 
