@@ -119,8 +119,7 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 		}
 		build = b
 	}
-	ttl, err := api.ParseTTL(req.TTL)
-	if err != nil {
+	if _, err := api.ParseTTL(req.TTL); err != nil {
 		return nil, err
 	}
 	plan, err := NewPlan(req.Project, PlanOptions{})
@@ -188,8 +187,9 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 		return nil, err
 	}
 	sb.l = l
-	if ttl > 0 {
-		sb.timer = time.AfterFunc(ttl, func() {
+	// The sandbox lives as long as its session (--ttl, else the default).
+	if life := time.Until(sb.info.ExpiresAt); !sb.info.ExpiresAt.IsZero() && life > 0 {
+		sb.timer = time.AfterFunc(life, func() {
 			log.Info("the sandbox's TTL is over; removing it")
 			_ = m.RemoveSandbox(context.Background(), id)
 		})
