@@ -229,10 +229,11 @@ func (s *Server) requireSandbox(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		tok, ok := bearer(c.Request())
 		var sb Sandbox
+		found := false
 		if s.cfg.Sandboxes != nil {
-			sb, _ = s.cfg.Sandboxes.Sandbox(c.Param("id"))
+			sb, found = s.cfg.Sandboxes.Sandbox(c.Param("id"))
 		}
-		if !ok || sb == nil || !sb.CheckToken(tok) {
+		if !ok || !found || !sb.CheckToken(tok) {
 			if ok {
 				s.authFailed(c, key)
 			}

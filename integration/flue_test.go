@@ -42,18 +42,7 @@ func TestFlueConnector(t *testing.T) {
 			e := newEnv(t)
 			t.Cleanup(func() { removeSandboxes(t, kind, e.home) })
 			project := agentWorkspace(t)
-			out, stderr, code := launchCLI(t, e.home, nil, 8*time.Minute, "sandbox", "up", "--json", "--sandbox="+kind, "--project", project)
-			if code != 0 {
-				t.Fatalf("sandbox up exited %d:\n%s", code, stderr)
-			}
-			var sb struct {
-				ID     string `json:"id"`
-				APIURL string `json:"api_url"`
-				Token  string `json:"token"`
-			}
-			if err := json.Unmarshal([]byte(out), &sb); err != nil {
-				t.Fatalf("sandbox up --json = %q: %v", out, err)
-			}
+			sb := upSandbox(t, e, kind, project)
 			targets, _ := json.Marshal([]map[string]any{{
 				"runtime": kind, "apiUrl": sb.APIURL, "token": sb.Token, "sandboxId": sb.ID,
 				"hostServicePort": hostService(t), "cli": []string{binPath, "--home", e.home},

@@ -25,8 +25,29 @@ type sandboxClient struct {
 	token string
 }
 
-type created struct {
-	ID, APIURL, Token, Workdir, SessionID, Runtime, Image string
+// upSandbox is `sandbox up --json` on runtime kind for project, parsed.
+func upSandbox(t *testing.T, e *env, kind, project string, flags ...string) upped {
+	t.Helper()
+	out, stderr, code := launchCLI(t, e.home, nil, 8*time.Minute, append([]string{"sandbox", "up", "--json", "--sandbox=" + kind, "--project", project}, flags...)...)
+	if code != 0 {
+		t.Fatalf("sandbox up exited %d:\n%s", code, stderr)
+	}
+	var sb upped
+	if err := json.Unmarshal([]byte(out), &sb); err != nil || sb.ID == "" || sb.Token == "" {
+		t.Fatalf("sandbox up --json = %q (%v); want id and token", out, err)
+	}
+	return sb
+}
+
+// upped is what `sandbox up --json` prints.
+type upped struct {
+	ID        string `json:"id"`
+	APIURL    string `json:"api_url"`
+	Token     string `json:"token"`
+	Workdir   string `json:"workdir"`
+	SessionID string `json:"session_id"`
+	Runtime   string `json:"runtime"`
+	Image     string `json:"image"`
 }
 
 func (c *sandboxClient) do(method, path string, body io.Reader, ctype string) (int, []byte) {
@@ -90,21 +111,9 @@ func TestSandboxUpExecFiles(t *testing.T) {
 			t.Cleanup(func() { removeSandboxes(t, kind, e.home) })
 			project := agentWorkspace(t)
 			hostSvc := hostService(t)
-			out, stderr, code := launchCLI(t, e.home, nil, 8*time.Minute, "sandbox", "up", "--json", "--sandbox="+kind, "--project", project, "--ttl", "1h")
-			if code != 0 {
-				t.Fatalf("sandbox up exited %d:\n%s", code, stderr)
-			}
-			var sb struct {
-				ID        string `json:"id"`
-				APIURL    string `json:"api_url"`
-				Token     string `json:"token"`
-				Workdir   string `json:"workdir"`
-				SessionID string `json:"session_id"`
-				Runtime   string `json:"runtime"`
-				Image     string `json:"image"`
-			}
-			if err := json.Unmarshal([]byte(out), &sb); err != nil || sb.ID == "" || sb.Token == "" || sb.Runtime != kind || sb.APIURL != e.d.APIURL {
-				t.Fatalf("sandbox up --json = %q (%v); want id, token, runtime %s, api_url %s", out, err, kind, e.d.APIURL)
+			sb := upSandbox(t, e, kind, project, "--ttl", "1h")
+			if sb.Runtime != kind || sb.APIURL != e.d.APIURL {
+				t.Fatalf("sandbox up --json = %+v; want runtime %s, api_url %s", sb, kind, e.d.APIURL)
 			}
 			c := &sandboxClient{t: t, base: sb.APIURL + "/v1/sandboxes/" + sb.ID, token: sb.Token}
 

@@ -56,9 +56,7 @@ or with ` + "`sandbox exec`" + `. The token is printed once (--json) and never e
 	cmd.DisableFlagsInUseLine = true
 	project := projectFlag(cmd)
 	f := cmd.Flags()
-	f.StringVar(&sandbox, "sandbox", "auto", "container runtime: auto (Docker when its engine answers, else Podman), docker or podman")
-	f.StringVar(&buildFlag, "sandbox-build", "auto", "build policy: auto (build tier 0/1 when missing), always or never")
-	f.StringArrayVar(&connectors, "connector", nil, "connector FQN the session may use (repeatable; default every active connector)")
+	composeFlags(f, &sandbox, &buildFlag, &connectors)
 	f.StringVar(&ttl, "ttl", "", `lifetime of the sandbox and its session, e.g. "2h" or "1d" (default 8h)`)
 	f.BoolVar(&asJSON, "json", false, "print the sandbox, its token included, as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
