@@ -124,3 +124,63 @@ func TestSandboxFSBadRequest(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSandboxFS feeds the helper arbitrary request lines and bodies in a
+// temporary directory: it never panics, always answers one JSON status
+// line, names errors with an errno, and a successful read returns the
+// file's bytes. Requests that would change anything outside the directory
+// are skipped.
+func FuzzSandboxFS(f *testing.F) {
+	for _, seed := range []struct{ line, body string }{
+		{`{"op":"stat","path":"f"}`, ""},
+		{`{"op":"read","path":"f"}`, ""},
+		{`{"op":"readdir","path":"."}`, ""},
+		{`{"op":"write","path":"n","size":3}`, "abc"},
+		{`{"op":"write","path":"n","size":9}`, "abc"},
+		{`{"op":"mkdir","path":"a/b","recursive":true}`, ""},
+		{`{"op":"rm","path":"a","recursive":true,"force":true}`, ""},
+		{`{"op":"rm","path":"missing"}`, ""},
+		{`{"op":"chmod","path":"f"}`, ""},
+		{`not json`, ""},
+	} {
+		f.Add(seed.line, seed.body)
+	}
+	f.Fuzz(func(t *testing.T, line, body string) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "f"), []byte("content"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var req helperFSRequest
+		if json.Unmarshal([]byte(line), &req) == nil && req.Path != "" {
+			rel, err := filepath.Rel(dir, filepath.Join(dir, req.Path))
+			if filepath.IsAbs(req.Path) || err != nil || strings.HasPrefix(rel, "..") || rel == "." && req.Op == fsOpRm {
+				t.Skip("outside the temporary directory")
+			}
+			req.Path = filepath.Join(dir, req.Path)
+			raw, _ := json.Marshal(req)
+			line = string(raw)
+		}
+		var out bytes.Buffer
+		code := RunSandboxFS(strings.NewReader(line+"\n"+body), &out)
+		if code == 2 {
+			if out.Len() != 0 {
+				t.Fatalf("a refused request printed %q", out.String())
+			}
+			return
+		}
+		head, payload, _ := strings.Cut(out.String(), "\n")
+		var st helperStatus
+		if err := json.Unmarshal([]byte(head), &st); err != nil {
+			t.Fatalf("status line %q: %v", head, err)
+		}
+		if st.Error != nil && (st.Error.Code == "" || strings.ToUpper(st.Error.Code) != st.Error.Code) {
+			t.Fatalf("error code %q", st.Error.Code)
+		}
+		if req.Op == fsOpRead && st.Error == nil {
+			want, err := os.ReadFile(req.Path)
+			if err != nil || payload != string(want) {
+				t.Fatalf("read %s = %q, file holds %q (%v)", req.Path, payload, want, err)
+			}
+		}
+	})
+}
