@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -309,5 +310,36 @@ func TestSandboxUpNeedsDaemon(t *testing.T) {
 	_, stderr, code := cli(t, t.TempDir(), "", "sandbox", "up", "--project", t.TempDir())
 	if code != 1 || !strings.Contains(stderr, "start `aileron-proxy serve` first") {
 		t.Errorf("sandbox up without a daemon = %d %q", code, stderr)
+	}
+}
+
+// TestSandboxDaemonShutdown: stopping serve removes its sandboxes.
+func TestSandboxDaemonShutdown(t *testing.T) {
+	for _, kind := range []string{"docker", "podman"} {
+		t.Run(kind, func(t *testing.T) {
+			requireRuntime(t, kind)
+			e := newEnv(t)
+			t.Cleanup(func() { removeSandboxes(t, kind, e.home) })
+			sb := upSandbox(t, e, kind, agentWorkspace(t))
+			filter := "label=dev.aileron.session=" + sb.SessionID
+			if out, _ := exec.Command(kind, "ps", "--quiet", "--filter", filter).CombinedOutput(); strings.TrimSpace(string(out)) == "" {
+				t.Fatalf("no running container for the sandbox")
+			}
+			if err := e.d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				ps, _ := exec.Command(kind, "ps", "--all", "--quiet", "--filter", filter).CombinedOutput()
+				nets, _ := exec.Command(kind, "network", "ls", "--quiet", "--filter", filter).CombinedOutput()
+				if strings.TrimSpace(string(ps)+string(nets)) == "" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("60s after serve's SIGTERM the sandbox is still there: containers %q, networks %q", ps, nets)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		})
 	}
 }
