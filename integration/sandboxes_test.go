@@ -343,3 +343,32 @@ func TestSandboxDaemonShutdown(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxContainerDied: when the container is removed behind the
+// daemon's back, calls answer 410 SANDBOX_GONE.
+func TestSandboxContainerDied(t *testing.T) {
+	for _, kind := range []string{"docker", "podman"} {
+		t.Run(kind, func(t *testing.T) {
+			requireRuntime(t, kind)
+			e := newEnv(t)
+			t.Cleanup(func() { removeSandboxes(t, kind, e.home) })
+			sb := upSandbox(t, e, kind, agentWorkspace(t))
+			c := &sandboxClient{t: t, base: sb.APIURL + "/v1/sandboxes/" + sb.ID, token: sb.Token}
+			if r := c.exec(map[string]any{"command": "echo alive"}); r["stdout"] != "alive\n" {
+				t.Fatalf("exec = %v", r)
+			}
+			if out, err := exec.Command(kind, "rm", "--force", "aileron-"+sb.SessionID).CombinedOutput(); err != nil {
+				t.Fatalf("%s rm: %v: %s", kind, err, out)
+			}
+			if code, r := c.json(http.MethodPost, "/exec", map[string]any{"command": "true"}); code != 410 || errCode(r) != "SANDBOX_GONE" {
+				t.Errorf("exec in a removed container = %d %v, want 410 SANDBOX_GONE", code, r)
+			}
+			if code, raw := c.do(http.MethodGet, "/files?path=/etc/hostname", nil, ""); code != 410 {
+				t.Errorf("read in a removed container = %d %s, want 410", code, raw)
+			}
+			if out := mustCLI(t, e.home, "", "sandbox", "down", sb.ID); !strings.Contains(out, "removed") {
+				t.Errorf("sandbox down after the container died = %q", out)
+			}
+		})
+	}
+}

@@ -22,12 +22,14 @@ import (
 // helperCall is one running helper.
 type helperCall struct {
 	sb     *sandbox
-	stdinW *io.PipeWriter
+	stdinW *os.File
 	out    *bufio.Reader
 	outR   *io.PipeReader
 	stderr *syncBuffer
-	done   chan error
-	end    func()
+	// done closes when the runtime CLI has exited, with its error in err.
+	done chan struct{}
+	err  error
+	end  func()
 }
 
 // startHelper starts `internal sandbox VERB` in the container and writes
@@ -44,9 +46,16 @@ func (sb *sandbox) startHelper(ctx context.Context, verb string, req any) (*help
 		end()
 		return nil, fmt.Errorf("encoding the helper request: %w", err)
 	}
-	inR, inW := io.Pipe()
+	// An *os.File, not an io.Pipe: exec.Cmd then copies nothing, so the
+	// runtime CLI's exit is never held up by a stdin copier, and writes
+	// fail (EPIPE) once it is gone and inR is closed.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		end()
+		return nil, fmt.Errorf("starting the sandbox helper: %w", err)
+	}
 	outR, outW := io.Pipe()
-	c := &helperCall{sb: sb, stdinW: inW, out: bufio.NewReaderSize(outR, 64<<10), outR: outR, stderr: &syncBuffer{}, done: make(chan error, 1), end: end}
+	c := &helperCall{sb: sb, stdinW: inW, out: bufio.NewReaderSize(outR, 64<<10), outR: outR, stderr: &syncBuffer{}, done: make(chan struct{}), end: end}
 	info := sb.Info()
 	// The runtime CLI outlives cctx by a bounded time: closing stdin (on
 	// cctx's end) lets the helper stop what it started first.
@@ -58,8 +67,9 @@ func (sb *sandbox) startHelper(ctx context.Context, verb string, req any) (*help
 			Stdin: inR, Stdout: outW, Stderr: c.stderr,
 		})
 		outW.CloseWithError(io.EOF)
-		inR.CloseWithError(io.ErrClosedPipe)
-		c.done <- err
+		inR.Close()
+		c.err = err
+		close(c.done)
 		cancelRun()
 	}()
 	go func() {
@@ -68,7 +78,7 @@ func (sb *sandbox) startHelper(ctx context.Context, verb string, req any) (*help
 		case <-runCtx.Done():
 			return
 		}
-		inW.CloseWithError(io.EOF)
+		inW.Close()
 		// The helper kills everything within ExecKillGrace of its stdin's
 		// end; then the runtime CLI goes too.
 		select {
@@ -115,11 +125,10 @@ func (c *helperCall) finish() {
 	}()
 }
 
-// wait waits for the runtime CLI, after stdout ended.
+// wait waits for the runtime CLI and returns its error.
 func (c *helperCall) wait() error {
-	err := <-c.done
-	c.done <- err
-	return err
+	<-c.done
+	return c.err
 }
 
 // Exec runs req.Command (see api.Sandbox and docs/api.md).
