@@ -266,6 +266,8 @@ func (s *Server) createSandbox(c echo.Context) error {
 	if _, err := ParseTTL(req.TTL); err != nil {
 		return apiErr(http.StatusBadRequest, CodeInvalidBody, err.Error())
 	}
+	// Preparing the image may outlast the server's write timeout.
+	_ = http.NewResponseController(c.Response()).SetWriteDeadline(time.Time{})
 	sb, err := m.CreateSandbox(c.Request().Context(), req)
 	if err != nil {
 		// The launcher's errors say what failed and how to fix it; they

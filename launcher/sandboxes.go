@@ -284,6 +284,10 @@ func (sb *sandbox) teardown(ctx context.Context) {
 	}
 	sb.l.cleanup(ctx)
 	sb.m.log.Info("sandbox removed", zap.String("sandbox_id", sb.info.ID))
+	// What is kept of a removed sandbox answers 410; the rest can go.
+	sb.mu.Lock()
+	sb.l = nil
+	sb.mu.Unlock()
 }
 
 // Info describes the sandbox.
