@@ -1,7 +1,6 @@
 package launcher
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -34,11 +33,9 @@ import (
 // descendant gets SIGTERM and, ExecKillGrace later, SIGKILL (on exit
 // directly SIGKILL: nothing outlives its exec).
 func RunSandboxExec(stdin io.Reader, stdout io.Writer) int {
-	br := bufio.NewReader(stdin)
-	line, err := br.ReadBytes('\n')
 	var req helperExecRequest
-	if err != nil || json.Unmarshal(line, &req) != nil || req.Command == "" {
-		fmt.Fprintln(os.Stderr, "internal sandbox exec: expected one JSON request line with command on stdin")
+	br, ok := readRequestLine(stdin, &req, "exec", "command", func() bool { return req.Command != "" })
+	if !ok {
 		return 2
 	}
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)

@@ -55,11 +55,9 @@ type helperStatus struct {
 // the status line on stdout. It returns the process exit status: 0 when a
 // status line was written (errors included), 2 on a malformed request.
 func RunSandboxFS(stdin io.Reader, stdout io.Writer) int {
-	br := bufio.NewReader(stdin)
-	line, err := br.ReadBytes('\n')
 	var req helperFSRequest
-	if err != nil || json.Unmarshal(line, &req) != nil || req.Path == "" {
-		fmt.Fprintln(os.Stderr, "internal sandbox fs: expected one JSON request line with op and path on stdin")
+	br, ok := readRequestLine(stdin, &req, "fs", "op and path", func() bool { return req.Path != "" })
+	if !ok {
 		return 2
 	}
 	st, payload := sandboxFS(req, br)
@@ -76,6 +74,19 @@ func RunSandboxFS(stdin io.Reader, stdout io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// readRequestLine reads the helper's JSON request line into v; valid
+// checks what it needs. On failure it says so on stderr. The reader it
+// returns holds the rest of stdin.
+func readRequestLine(stdin io.Reader, v any, verb, needs string, valid func() bool) (*bufio.Reader, bool) {
+	br := bufio.NewReader(stdin)
+	line, err := br.ReadBytes('\n')
+	if err != nil || json.Unmarshal(line, v) != nil || !valid() {
+		fmt.Fprintf(os.Stderr, "internal sandbox %s: expected one JSON request line with %s on stdin\n", verb, needs)
+		return nil, false
+	}
+	return br, true
 }
 
 // sandboxFS performs req; for a read, payload is the opened file.
