@@ -370,3 +370,29 @@ func TestSandboxContainerDied(t *testing.T) {
 		}
 	})
 }
+
+// TestSandboxTTL: a sandbox is removed when its TTL is over.
+func TestSandboxTTL(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, kind string, e *env) {
+		sb := upSandbox(t, e, kind, agentWorkspace(t), "--ttl", "4s")
+		c := &sandboxClient{t: t, base: sb.APIURL + "/v1/sandboxes/" + sb.ID, token: sb.Token}
+		filter := "label=dev.aileron.session=" + sb.SessionID
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			ps, _ := exec.Command(kind, "ps", "--all", "--quiet", "--filter", filter).CombinedOutput()
+			if strings.TrimSpace(string(ps)) == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the sandbox outlived its 4s TTL by a minute: %q", ps)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if code, r := c.json(http.MethodPost, "/exec", map[string]any{"command": "true"}); code != 410 || errCode(r) != "SANDBOX_GONE" {
+			t.Errorf("exec after the TTL = %d %v, want 410 SANDBOX_GONE", code, r)
+		}
+		if out := mustCLI(t, e.home, "", "sandbox", "ls", "--json"); strings.Contains(out, sb.ID) {
+			t.Errorf("sandbox ls still lists the expired sandbox: %s", out)
+		}
+	})
+}

@@ -187,16 +187,27 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 		return nil, err
 	}
 	sb.l = l
+	m.mu.Lock()
+	closed = m.closed
+	if !closed {
+		m.boxes[id] = sb
+	}
+	m.mu.Unlock()
+	if closed {
+		// Close ran while this one was being composed.
+		sb.teardown(ctx)
+		return nil, errors.New("creating a sandbox: the daemon is shutting down")
+	}
 	// The sandbox lives as long as its session (--ttl, else the default).
 	if life := time.Until(sb.info.ExpiresAt); !sb.info.ExpiresAt.IsZero() && life > 0 {
-		sb.timer = time.AfterFunc(life, func() {
+		timer := time.AfterFunc(life, func() {
 			log.Info("the sandbox's TTL is over; removing it")
 			_ = m.RemoveSandbox(context.Background(), id)
 		})
+		sb.mu.Lock()
+		sb.timer = timer
+		sb.mu.Unlock()
 	}
-	m.mu.Lock()
-	m.boxes[id] = sb
-	m.mu.Unlock()
 	log.Info("sandbox up", zap.String("session_id", sb.info.SessionID), zap.String("container", sb.info.Container))
 	return &api.CreatedSandbox{
 		ID: id, APIURL: strings.TrimSuffix(m.cfg.Daemon.APIURL, "/"), Token: token, Workdir: WorkspacePath,
@@ -278,9 +289,10 @@ func (sb *sandbox) teardown(ctx context.Context) {
 	for _, cancel := range sb.calls {
 		cancel()
 	}
+	timer := sb.timer
 	sb.mu.Unlock()
-	if sb.timer != nil {
-		sb.timer.Stop()
+	if timer != nil {
+		timer.Stop()
 	}
 	sb.l.cleanup(ctx)
 	sb.m.log.Info("sandbox removed", zap.String("sandbox_id", sb.info.ID))
