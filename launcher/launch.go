@@ -175,6 +175,11 @@ type launch struct {
 	undo []undoStep
 	// exitCode is the agent's exit status once it ran.
 	exitCode *int
+	// ttl is the session's TTL ("" = the default); detach, when set,
+	// starts the composed container instead of running the agent (a
+	// long-lived sandbox, sandboxes.go).
+	ttl    string
+	detach func(ctx context.Context, run RunRequest, sess *api.CreatedSession, user AgentUser) error
 }
 
 type undoStep struct {
@@ -247,7 +252,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%w\nnothing was started", err)
 	}
 
-	req := api.CreateSessionRequest{Agent: path.Base(agent), Project: cfg.Plan.ProjectDir, ApprovalSurface: cfg.Plan.ApprovalSurface.String()}
+	req := api.CreateSessionRequest{Agent: path.Base(agent), Project: cfg.Plan.ProjectDir, ApprovalSurface: cfg.Plan.ApprovalSurface.String(), TTL: l.ttl}
 	for _, c := range conns {
 		req.Connectors = append(req.Connectors, c.Spec.Connector.FQN)
 	}
@@ -359,6 +364,9 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		Stdin:           cfg.Stdin,
 		Stdout:          cfg.Stdout,
 		Stderr:          cfg.Stderr,
+	}
+	if l.detach != nil {
+		return 0, l.detach(ctx, run, sess, user)
 	}
 	writeBanner(cfg.Stderr, bannerInfo{
 		session: sess.ID, plan: plan, rt: l.rt, tools: rendered.Shims,

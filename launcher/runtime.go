@@ -233,6 +233,14 @@ type ExecRequest struct {
 	Cmd       []string
 	// User overrides the container's user when set.
 	User string
+	// Workdir overrides the container's working directory when set.
+	Workdir string
+	// EnvNames are passed with -e NAME: each takes its value from the
+	// CLI's own environment (Command's), so values never enter argv.
+	EnvNames []string
+	// Stdin, when set, is connected with -i; TTY adds -t.
+	Stdin io.Reader
+	TTY   bool
 	// Stdout and Stderr receive the output; nil discards.
 	Stdout, Stderr io.Writer
 }
@@ -468,9 +476,21 @@ func (r *cliRuntime) Exec(ctx context.Context, req ExecRequest) (int, error) {
 	if req.User != "" {
 		args = append(args, "--user", req.User)
 	}
+	if req.Workdir != "" {
+		args = append(args, "--workdir", req.Workdir)
+	}
+	for _, n := range req.EnvNames {
+		args = append(args, "-e", n)
+	}
+	if req.Stdin != nil {
+		args = append(args, "-i")
+	}
+	if req.TTY {
+		args = append(args, "-t")
+	}
 	args = append(append(args, req.Container), req.Cmd...)
 	r.debugExec(args)
-	err := r.exec(ctx, Command{Path: r.bin, Args: args, Stdout: req.Stdout, Stderr: req.Stderr})
+	err := r.exec(ctx, Command{Path: r.bin, Args: args, Stdin: req.Stdin, Stdout: req.Stdout, Stderr: req.Stderr})
 	if code, ok := ExitCode(err); ok {
 		return code, nil
 	}

@@ -36,7 +36,7 @@ the kernel then holds, "show" prints them. See "Egress guard" in docs/launcher.m
 		RunE:    groupRunE,
 	}
 	guard.AddCommand(newGuardHoldCmd(), newGuardApplyCmd(a), newGuardShowCmd(a))
-	cmd.AddCommand(guard)
+	cmd.AddCommand(guard, newInternalSandboxCmd(a))
 	return cmd
 }
 

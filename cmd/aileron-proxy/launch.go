@@ -12,6 +12,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/aileron-dev/aileron-proxy/api"
@@ -24,6 +25,14 @@ const (
 	inProcessStartTimeout = 15 * time.Second
 	inProcessStopTimeout  = 30 * time.Second
 )
+
+// composeFlags registers the flags launch and `sandbox up` share:
+// --sandbox, --sandbox-build and --connector.
+func composeFlags(f *pflag.FlagSet, sandbox, build *string, connectors *[]string) {
+	f.StringVar(sandbox, "sandbox", "auto", "container runtime: auto (Docker when its engine answers, else Podman), docker or podman")
+	f.StringVar(build, "sandbox-build", "auto", "build policy: auto (build tier 0/1 when missing), always or never")
+	f.StringArrayVar(connectors, "connector", nil, "connector FQN the session may use (repeatable; default every active connector)")
+}
 
 // newLaunchCmd is `aileron-proxy launch`: run an agent in a sandbox whose
 // only way out is the session's proxy and API.
@@ -93,9 +102,7 @@ Exit status: the agent's; 1 when the sandbox could not be started; 2 on usage er
 	cmd.DisableFlagsInUseLine = true
 	project := projectFlag(cmd)
 	f := cmd.Flags()
-	f.StringVar(&sandbox, "sandbox", "auto", "container runtime: auto (Docker when its engine answers, else Podman), docker or podman")
-	f.StringVar(&buildFlag, "sandbox-build", "auto", "build policy: auto (build tier 0/1 when missing), always or never")
-	f.StringArrayVar(&connectors, "connector", nil, "connector FQN the session may use (repeatable; default every active connector)")
+	composeFlags(f, &sandbox, &buildFlag, &connectors)
 	f.BoolVar(&allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on the host (refused without it)")
 	// Everything after AGENT belongs to the agent, flags included.
 	f.SetInterspersed(false)

@@ -25,14 +25,19 @@ The project's .devcontainer/devcontainer.json (JSON with comments) selects a tie
   tier 2  customizations.aileron.image: a bring-your-own image, used as supplied
 
 Images are built with Docker or Podman through their CLIs; "auto" picks Docker
-when its engine answers, else Podman.`,
+when its engine answers, else Podman.
+
+up, ls, down and exec manage long-lived sandboxes in the running daemon: launch's
+sandbox without an agent, driven through the exec/files API (the Flue connector in
+flue/) or with "sandbox exec".`,
 		Example: `  aileron-proxy sandbox init
   aileron-proxy sandbox plan --json
   aileron-proxy sandbox check --agent=claude`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE,
 	}
-	cmd.AddCommand(newSandboxInitCmd(a), newSandboxPlanCmd(a), newSandboxBuildCmd(a), newSandboxCheckCmd(a))
+	cmd.AddCommand(newSandboxInitCmd(a), newSandboxPlanCmd(a), newSandboxBuildCmd(a), newSandboxCheckCmd(a),
+		newSandboxUpCmd(a), newSandboxLsCmd(a), newSandboxDownCmd(a), newSandboxExecCmd(a))
 	return cmd
 }
 

@@ -79,6 +79,14 @@ const (
 	CodeSandboxOperationNotFound Code = "sandbox_proxy_operation_not_found"
 	CodeUpstreamResponseTooLarge Code = "upstream_response_too_large"
 	CodeProxyRefused             Code = "proxy_refused"
+	// CodeSandboxGone: the long-lived sandbox's container died or was
+	// removed (410, also for calls in flight when it happened). Upper case
+	// like the errno names its file calls answer with (ENOENT, EEXIST...).
+	CodeSandboxGone     Code = "SANDBOX_GONE"
+	CodeSandboxNotFound Code = "sandbox_not_found"
+	// CodeClientClosed: the client closed the request before the answer
+	// (499, recorded in the audit; the client never reads it).
+	CodeClientClosed Code = "client_closed"
 )
 
 // ProxyCodes are the codes the proxy may answer with or count as a

@@ -1,0 +1,173 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
+)
+
+// fakeSandbox records what the API asks of it; fail, when set, is what
+// every call returns.
+type fakeSandbox struct {
+	info  SandboxInfo
+	token string
+	fail  error
+
+	mu      sync.Mutex
+	written map[string]string
+	execs   []SandboxExecRequest
+}
+
+func (f *fakeSandbox) Info() SandboxInfo { return f.info }
+func (f *fakeSandbox) CheckToken(tok string) bool {
+	a, b := sha256.Sum256([]byte(tok)), sha256.Sum256([]byte(f.token))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+func (f *fakeSandbox) Exec(_ context.Context, req SandboxExecRequest) (*SandboxExecResult, error) {
+	f.mu.Lock()
+	f.execs = append(f.execs, req)
+	f.mu.Unlock()
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	return &SandboxExecResult{Stdout: "out", ExitCode: 3}, nil
+}
+func (f *fakeSandbox) ReadFile(_ context.Context, path string) (io.ReadCloser, error) {
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return io.NopCloser(strings.NewReader(f.written[path])), nil
+}
+func (f *fakeSandbox) WriteFile(_ context.Context, path string, body io.Reader) error {
+	if f.fail != nil {
+		return f.fail
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.written[path] = string(b)
+	return nil
+}
+func (f *fakeSandbox) FS(_ context.Context, verb string, req SandboxFSRequest) (*SandboxFSResult, error) {
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	if verb == SandboxFSReaddir {
+		return &SandboxFSResult{Names: []string{".a", "b"}}, nil
+	}
+	return &SandboxFSResult{Stat: &SandboxStat{IsFile: true, Size: 1}}, nil
+}
+
+type fakeManager map[string]*fakeSandbox
+
+func (m fakeManager) CreateSandbox(context.Context, CreateSandboxRequest) (*CreatedSandbox, error) {
+	return nil, ErrSandboxGone
+}
+func (m fakeManager) ListSandboxes() []SandboxInfo { return nil }
+func (m fakeManager) RemoveSandbox(_ context.Context, id string) error {
+	if _, ok := m[id]; !ok {
+		return ErrSandboxNotFound
+	}
+	return nil
+}
+func (m fakeManager) Sandbox(id string) (Sandbox, bool) {
+	sb, ok := m[id]
+	if !ok {
+		return nil, false
+	}
+	return sb, true
+}
+
+// TestSandboxRoutes covers the exec/files routes' authentication, error
+// mapping and audit against a fake SandboxManager.
+func TestSandboxRoutes(t *testing.T) {
+	a := &fakeSandbox{info: SandboxInfo{ID: "sbx_a", SessionID: "ses_a", Workdir: "/w", State: "running"}, token: "tok-a", written: map[string]string{}}
+	b := &fakeSandbox{info: SandboxInfo{ID: "sbx_b", SessionID: "ses_b"}, token: "tok-b", written: map[string]string{}}
+	gone := &fakeSandbox{info: SandboxInfo{ID: "sbx_gone"}, token: "tok-gone", fail: ErrSandboxGone}
+	enoent := &fakeSandbox{info: SandboxInfo{ID: "sbx_e"}, token: "tok-e", fail: &SandboxFSError{Code: "ENOENT", Message: "ENOENT: no such file or directory", Path: "/x"}}
+	h := newHarness(t, harnessOptions{mutate: func(c *Config) {
+		c.Sandboxes = fakeManager{"sbx_a": a, "sbx_b": b, "sbx_gone": gone, "sbx_e": enoent}
+	}})
+
+	for _, tc := range []struct {
+		name, method, path, token string
+		body                      any
+		status                    int
+		code                      contract.Code
+	}{
+		{"no token", http.MethodGet, "/v1/sandboxes/sbx_a", "", nil, 401, CodeUnauthorized},
+		{"another sandbox's token", http.MethodPost, "/v1/sandboxes/sbx_a/exec", "tok-b", map[string]any{"command": "id"}, 401, CodeUnauthorized},
+		{"unknown sandbox", http.MethodGet, "/v1/sandboxes/sbx_nope/", "tok-a", nil, 401, CodeUnauthorized},
+		{"admin token is not a sandbox token", http.MethodGet, "/v1/sandboxes/sbx_a", adminToken, nil, 401, CodeUnauthorized},
+		{"sandbox token is not the admin token", http.MethodGet, "/v1/sandboxes", "tok-a", nil, 401, CodeUnauthorized},
+		{"no command", http.MethodPost, "/v1/sandboxes/sbx_a/exec", "tok-a", map[string]any{}, 400, CodeInvalidBody},
+		{"negative timeout", http.MethodPost, "/v1/sandboxes/sbx_a/exec", "tok-a", map[string]any{"command": "x", "timeoutMs": -1}, 400, CodeInvalidBody},
+		{"unknown fs verb", http.MethodPost, "/v1/sandboxes/sbx_a/fs/chmod", "tok-a", map[string]any{"path": "/x"}, 404, CodeNotFound},
+		{"fs without path", http.MethodPost, "/v1/sandboxes/sbx_a/fs/stat", "tok-a", map[string]any{}, 400, CodeInvalidBody},
+		{"read without path", http.MethodGet, "/v1/sandboxes/sbx_a/files", "tok-a", nil, 400, CodeInvalidQuery},
+		{"gone", http.MethodPost, "/v1/sandboxes/sbx_gone/exec", "tok-gone", map[string]any{"command": "x"}, 410, CodeSandboxGone},
+		{"gone read", http.MethodGet, "/v1/sandboxes/sbx_gone/files?path=/x", "tok-gone", nil, 410, CodeSandboxGone},
+		{"enoent", http.MethodPost, "/v1/sandboxes/sbx_e/fs/stat", "tok-e", map[string]any{"path": "/x"}, 404, "ENOENT"},
+		{"remove unknown", http.MethodDelete, "/v1/sandboxes/sbx_nope", adminToken, nil, 404, CodeSandboxNotFound},
+		{"create needs an absolute project", http.MethodPost, "/v1/sandboxes", adminToken, map[string]any{"project": "rel"}, 400, CodeInvalidBody},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.do(tc.method, tc.path, tc.token, tc.body)
+			if r.status != tc.status || r.errCode(t) != tc.code {
+				t.Errorf("%s %s = %d %s, want %d %s", tc.method, tc.path, r.status, r.body, tc.status, tc.code)
+			}
+		})
+	}
+	if r := h.do(http.MethodPost, "/v1/sandboxes/sbx_e/fs/stat", "tok-e", map[string]any{"path": "/x"}); !strings.Contains(string(r.body), `"path":"/x"`) {
+		t.Errorf("an fs error lacks its path: %s", r.body)
+	}
+
+	// Calls reach the sandbox of the token, and are audited without
+	// command text, env values or contents.
+	r := h.do(http.MethodPost, "/v1/sandboxes/sbx_a/exec", "tok-a", map[string]any{"command": "echo hush-command", "env": map[string]string{"K": "hush-env"}, "cwd": "/w"})
+	if r.status != 200 || r.json(t)["exitCode"] != 3.0 {
+		t.Fatalf("exec = %d %s", r.status, r.body)
+	}
+	if len(a.execs) != 1 || a.execs[0].Env["K"] != "hush-env" || len(b.execs) != 0 {
+		t.Errorf("exec reached %v / %v", a.execs, b.execs)
+	}
+	if r := h.do(http.MethodPut, "/v1/sandboxes/sbx_a/files?path=/w/f", "tok-a", "hush-content"); r.status != 204 {
+		t.Fatalf("write = %d %s", r.status, r.body)
+	}
+	if r := h.do(http.MethodGet, "/v1/sandboxes/sbx_a/files?path=/w/f", "tok-a", nil); r.status != 200 || string(r.body) != "hush-content" {
+		t.Errorf("read = %d %q", r.status, r.body)
+	}
+	if r := h.do(http.MethodPost, "/v1/sandboxes/sbx_a/fs/readdir", "tok-a", map[string]any{"path": "/w"}); r.status != 200 || !strings.Contains(string(r.body), `"names":[".a","b"]`) {
+		t.Errorf("readdir = %d %s", r.status, r.body)
+	}
+	calls := h.audit.byName(audit.EventSandboxCall)
+	if len(calls) < 4 {
+		t.Fatalf("sandbox.call events = %d, want one per call", len(calls))
+	}
+	ex := calls[len(calls)-4]
+	if ex.Operation != "exec" || ex.SessionID != "ses_a" || ex.ExitCode == nil || *ex.ExitCode != 3 || len(ex.Fields["command_sha256"]) != 64 {
+		t.Errorf("exec audit = %+v", ex)
+	}
+	for _, e := range h.audit.all() {
+		s := e.Path + e.Reason + e.Operation
+		for _, v := range e.Fields {
+			s += v
+		}
+		if strings.Contains(s, "hush") {
+			t.Errorf("audit event %s holds a command, env value or content: %+v", e.Event, e)
+		}
+	}
+}

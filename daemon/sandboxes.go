@@ -1,0 +1,50 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"go.uber.org/zap"
+
+	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher"
+)
+
+// newSandboxManager wires the launcher's sandbox manager to this daemon:
+// sessions through its own API (admin token), the relays to its own
+// listeners, connectors and actions from its stores.
+func (d *Daemon) newSandboxManager() (*launcher.SandboxManager, error) {
+	self := api.NewClientFor(api.DaemonInfo{APIURL: d.APIURL(), ProxyAddr: d.ProxyAddr(), AdminToken: d.adminToken, PID: os.Getpid()})
+	log := d.log
+	return launcher.NewSandboxManager(launcher.SandboxManagerConfig{
+		Logger:   log,
+		Sessions: self,
+		Daemon:   launcher.DaemonEndpoints{ProxyAddr: d.ProxyAddr(), APIURL: d.APIURL()},
+		Inputs: func() (launcher.SandboxInputs, error) {
+			loaded, err := d.store.Load()
+			if err != nil {
+				return launcher.SandboxInputs{}, fmt.Errorf("loading the installed connectors: %w", err)
+			}
+			acts, err := d.actionStore.List(loaded.Active)
+			if err != nil {
+				return launcher.SandboxInputs{}, fmt.Errorf("loading the installed actions: %w", err)
+			}
+			return launcher.SandboxInputs{Connectors: loaded.Active, StoreDir: d.store.Dir(), Actions: acts}, nil
+		},
+		Runtime: func(ctx context.Context, kind launcher.RuntimeKind) (launcher.Runtime, error) {
+			return launcher.NewRuntime(ctx, launcher.RuntimeConfig{Kind: kind, Logger: log})
+		},
+		GuardBinary: func() (string, error) { return launcher.GuardHelper(os.Getenv(launcher.EnvGuardBinary)) },
+	})
+}
+
+// closeSandboxes removes every sandbox, before the API stops (their
+// sessions end through it).
+func (d *Daemon) closeSandboxes(ctx context.Context) {
+	if d.sandboxes == nil {
+		return
+	}
+	d.sandboxes.Close(ctx)
+	d.log.Debug("sandboxes removed", zap.Int("left", len(d.sandboxes.ListSandboxes())))
+}

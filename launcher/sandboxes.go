@@ -1,0 +1,386 @@
+package launcher
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/aileron-dev/aileron-proxy/actions"
+	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/policy"
+)
+
+// Sandbox states of api.SandboxInfo.State.
+const (
+	SandboxRunning = "running"
+	SandboxRemoved = "removed"
+)
+
+// sandboxHelperArgs are the hidden subcommands the sandbox's container
+// runs from the helper binary mounted at GuardBinaryPath.
+var sandboxHelperArgs = []string{GuardBinaryPath, "internal", "sandbox"}
+
+// SandboxInputs are what a sandbox is composed from, loaded afresh for
+// each one (the connector store may have changed).
+type SandboxInputs struct {
+	// Connectors are the active installed connectors; StoreDir the store
+	// directory; Actions the installed actions (see LaunchConfig).
+	Connectors []policy.Connector
+	StoreDir   string
+	Actions    []actions.Installed
+}
+
+// SandboxManagerConfig configures NewSandboxManager; every field is
+// required.
+type SandboxManagerConfig struct {
+	Logger *zap.Logger
+	// Sessions creates and ends the sandboxes' sessions.
+	Sessions SessionClient
+	// Daemon is where the relays forward to (the daemon's own listeners).
+	Daemon DaemonEndpoints
+	// Inputs loads the connectors and actions.
+	Inputs func() (SandboxInputs, error)
+	// Runtime returns the container runtime of a kind.
+	Runtime func(ctx context.Context, kind RuntimeKind) (Runtime, error)
+	// GuardBinary returns the static helper binary's host path
+	// (GuardHelper).
+	GuardBinary func() (string, error)
+}
+
+// SandboxManager owns the daemon's long-lived sandboxes: each has
+// launch's composition (session, shims, CA, environment, image, egress
+// guard, hardening) with a keep-alive process instead of the agent, and
+// lives until RemoveSandbox, its TTL, or Close. It implements
+// api.SandboxManager.
+type SandboxManager struct {
+	cfg SandboxManagerConfig
+	log *zap.Logger
+
+	mu     sync.Mutex
+	boxes  map[string]*sandbox
+	closed bool
+}
+
+var _ api.SandboxManager = (*SandboxManager)(nil)
+
+// NewSandboxManager checks cfg and returns an empty manager.
+func NewSandboxManager(cfg SandboxManagerConfig) (*SandboxManager, error) {
+	if cfg.Logger == nil || cfg.Sessions == nil || cfg.Inputs == nil || cfg.Runtime == nil || cfg.GuardBinary == nil ||
+		cfg.Daemon.APIURL == "" || cfg.Daemon.ProxyAddr == "" {
+		return nil, errors.New("creating the sandbox manager: SandboxManagerConfig needs Logger, Sessions, Daemon, Inputs, Runtime and GuardBinary")
+	}
+	return &SandboxManager{cfg: cfg, log: cfg.Logger.Named("sandboxes"), boxes: map[string]*sandbox{}}, nil
+}
+
+// sandbox is one long-lived sandbox.
+type sandbox struct {
+	m     *SandboxManager
+	info  api.SandboxInfo
+	token [sha256.Size]byte
+	rt    Runtime
+	// l holds the undo steps of the composition; teardown runs them.
+	l     *launch
+	timer *time.Timer
+
+	mu   sync.Mutex
+	gone bool
+	// calls are the in-flight calls' cancel functions, ended on teardown.
+	calls map[int]context.CancelFunc
+	next  int
+}
+
+// CreateSandbox composes and starts a sandbox (see SandboxManager).
+func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (*api.CreatedSandbox, error) {
+	kind := RuntimeAuto
+	if req.Runtime != "" {
+		k, err := ParseRuntimeKind(req.Runtime)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox runtime: %w", err)
+		}
+		kind = k
+	}
+	build := BuildAuto
+	if req.Build != "" {
+		b, err := ParseBuildPolicy(req.Build)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox build: %w", err)
+		}
+		build = b
+	}
+	if _, err := api.ParseTTL(req.TTL); err != nil {
+		return nil, err
+	}
+	plan, err := NewPlan(req.Project, PlanOptions{})
+	if err != nil {
+		return nil, err
+	}
+	in, err := m.cfg.Inputs()
+	if err != nil {
+		return nil, err
+	}
+	rt, err := m.cfg.Runtime(ctx, kind)
+	if err != nil {
+		return nil, err
+	}
+	bin, err := m.cfg.GuardBinary()
+	if err != nil {
+		return nil, err
+	}
+	id, token, err := newSandboxID()
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, errors.New("creating a sandbox: the daemon is shutting down")
+	}
+	log := m.log.With(zap.String("sandbox_id", id))
+	cfg := LaunchConfig{
+		Logger: log, Runtime: rt, Plan: plan, BuildPolicy: build, Sessions: m.cfg.Sessions, Daemon: m.cfg.Daemon,
+		Connectors: in.Connectors, ConnectorFQNs: req.Connectors, StoreDir: in.StoreDir, Actions: in.Actions,
+		Agent: []string{"sh"}, GuardBinary: bin, Stderr: &logWriter{log: log},
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	sb := &sandbox{m: m, rt: rt, calls: map[int]context.CancelFunc{}}
+	sb.token = sha256.Sum256([]byte(token))
+	l := &launch{cfg: cfg, rt: rt, log: log, ttl: req.TTL}
+	l.detach = func(ctx context.Context, run RunRequest, sess *api.CreatedSession, user AgentUser) error {
+		run.Entrypoint = sandboxHelperArgs[0]
+		run.Cmd = append(slices.Clone(sandboxHelperArgs[1:]), "hold")
+		run.Mounts = append(run.Mounts, Mount{Source: bin, Target: GuardBinaryPath, ReadOnly: true})
+		run.Detach, run.Interactive, run.TTY = true, false, false
+		run.Stdin, run.Stdout, run.Stderr = nil, io.Discard, &logWriter{log: log}
+		run.Labels = map[string]string{LabelManaged: "true", LabelSession: sess.ID, LabelSandbox: id}
+		l.onExit("removing container "+run.Name, func(ctx context.Context) error { return l.removeContainer(ctx, run.Name) })
+		code, err := rt.Run(ctx, run)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("%s run exited %d (see the daemon log)", rt.Kind(), code)
+		}
+		if err != nil {
+			return fmt.Errorf("starting the sandbox container: %w", err)
+		}
+		now := time.Now().UTC()
+		sb.info = api.SandboxInfo{
+			ID: id, Workdir: WorkspacePath, State: SandboxRunning, SessionID: sess.ID, Runtime: rt.Kind().String(),
+			Image: user.Image, Project: plan.ProjectDir, Container: run.Name, User: user.User, CreatedAt: now, ExpiresAt: sess.ExpiresAt,
+		}
+		return nil
+	}
+	if _, err := l.run(ctx); err != nil {
+		l.cleanup(ctx)
+		return nil, err
+	}
+	sb.l = l
+	m.mu.Lock()
+	closed = m.closed
+	if !closed {
+		m.boxes[id] = sb
+	}
+	m.mu.Unlock()
+	if closed {
+		// Close ran while this one was being composed.
+		sb.teardown(ctx)
+		return nil, errors.New("creating a sandbox: the daemon is shutting down")
+	}
+	// The sandbox lives as long as its session (--ttl, else the default).
+	if life := time.Until(sb.info.ExpiresAt); !sb.info.ExpiresAt.IsZero() && life > 0 {
+		timer := time.AfterFunc(life, func() {
+			log.Info("the sandbox's TTL is over; removing it")
+			_ = m.RemoveSandbox(context.Background(), id)
+		})
+		sb.mu.Lock()
+		sb.timer = timer
+		sb.mu.Unlock()
+	}
+	log.Info("sandbox up", zap.String("session_id", sb.info.SessionID), zap.String("container", sb.info.Container))
+	return &api.CreatedSandbox{
+		ID: id, APIURL: strings.TrimSuffix(m.cfg.Daemon.APIURL, "/"), Token: token, Workdir: WorkspacePath,
+		SessionID: sb.info.SessionID, Runtime: sb.info.Runtime, Image: sb.info.Image,
+	}, nil
+}
+
+// LabelSandbox records, on a sandbox's container, its ID.
+const LabelSandbox = "dev.aileron.sandbox"
+
+// ListSandboxes lists the running sandboxes, oldest first.
+func (m *SandboxManager) ListSandboxes() []api.SandboxInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []api.SandboxInfo
+	for _, sb := range m.boxes {
+		if i := sb.Info(); i.State == SandboxRunning {
+			out = append(out, i)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+// Sandbox returns the sandbox id, also one already removed (whose calls
+// then answer api.ErrSandboxGone).
+func (m *SandboxManager) Sandbox(id string) (api.Sandbox, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sb, ok := m.boxes[id]
+	if !ok {
+		return nil, false
+	}
+	return sb, true
+}
+
+// RemoveSandbox tears sandbox id down: in-flight calls end (SANDBOX_GONE),
+// then the container, the guard's holder, the network, the relays and the
+// files are removed and the session is ended.
+func (m *SandboxManager) RemoveSandbox(ctx context.Context, id string) error {
+	m.mu.Lock()
+	sb, ok := m.boxes[id]
+	m.mu.Unlock()
+	if !ok {
+		return api.ErrSandboxNotFound
+	}
+	sb.teardown(ctx)
+	return nil
+}
+
+// Close removes every sandbox and refuses new ones; the daemon calls it
+// on shutdown.
+func (m *SandboxManager) Close(ctx context.Context) {
+	m.mu.Lock()
+	m.closed = true
+	boxes := make([]*sandbox, 0, len(m.boxes))
+	for _, sb := range m.boxes {
+		boxes = append(boxes, sb)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, sb := range boxes {
+		wg.Add(1)
+		go func() { defer wg.Done(); sb.teardown(ctx) }()
+	}
+	wg.Wait()
+}
+
+// teardown marks the sandbox gone, ends its calls and removes what its
+// composition created; a second call does nothing.
+func (sb *sandbox) teardown(ctx context.Context) {
+	sb.mu.Lock()
+	if sb.gone {
+		sb.mu.Unlock()
+		return
+	}
+	sb.gone = true
+	sb.info.State = SandboxRemoved
+	for _, cancel := range sb.calls {
+		cancel()
+	}
+	timer := sb.timer
+	sb.mu.Unlock()
+	if timer != nil {
+		timer.Stop()
+	}
+	sb.l.cleanup(ctx)
+	sb.m.log.Info("sandbox removed", zap.String("sandbox_id", sb.info.ID))
+	// What is kept of a removed sandbox answers 410; the rest can go.
+	sb.mu.Lock()
+	sb.l = nil
+	sb.mu.Unlock()
+}
+
+// Info describes the sandbox.
+func (sb *sandbox) Info() api.SandboxInfo {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.info
+}
+
+// CheckToken reports whether tok is the sandbox's control token.
+func (sb *sandbox) CheckToken(tok string) bool {
+	d := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(d[:], sb.token[:]) == 1
+}
+
+// begin registers an in-flight call: its context ends with ctx or on
+// teardown. It fails with api.ErrSandboxGone once the sandbox is gone.
+func (sb *sandbox) begin(ctx context.Context) (context.Context, func(), error) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.gone {
+		return nil, nil, api.ErrSandboxGone
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	n := sb.next
+	sb.next++
+	sb.calls[n] = cancel
+	return cctx, func() {
+		sb.mu.Lock()
+		delete(sb.calls, n)
+		sb.mu.Unlock()
+		cancel()
+	}, nil
+}
+
+// failed turns a helper run that produced no status into
+// api.ErrSandboxGone when the container is gone, else an error with what
+// the runtime said.
+func (sb *sandbox) failed(err error, stderr string) error {
+	sb.mu.Lock()
+	gone := sb.gone
+	sb.mu.Unlock()
+	if gone || containerGone(stderr) {
+		return api.ErrSandboxGone
+	}
+	if err == nil {
+		err = errors.New("the helper printed no result")
+	}
+	return fmt.Errorf("running the sandbox helper in %s: %w: %s", sb.info.Container, err, lastLines(stderr, 3))
+}
+
+// containerGone reports whether the runtime's stderr says the container
+// does not exist or is not running.
+func containerGone(stderr string) bool {
+	s := strings.ToLower(stderr)
+	for _, m := range []string{"no such container", "is not running", "no container with name or id", "container state improper", "cannot exec in a stopped"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// newSandboxID returns a sandbox ID and a control token.
+func newSandboxID() (id, token string, err error) {
+	b := make([]byte, 8+32)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", fmt.Errorf("creating a sandbox ID: %w", err)
+	}
+	return "sbx_" + hex.EncodeToString(b[:8]), "aps_" + hex.EncodeToString(b[8:]), nil
+}
+
+// logWriter writes build and runtime output to the daemon log, line by
+// line, at debug level.
+type logWriter struct {
+	log *zap.Logger
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	if ce := w.log.Check(zap.DebugLevel, "sandbox output"); ce != nil {
+		ce.Write(zap.String("output", strings.TrimRight(string(p), "\n")))
+	}
+	return len(p), nil
+}

@@ -1,0 +1,135 @@
+package launcher
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aileron-dev/aileron-proxy/api"
+)
+
+// TestExecHelperProcess is the helper process of execHelper, not a test.
+func TestExecHelperProcess(t *testing.T) {
+	if os.Getenv("AILERON_TEST_EXEC_HELPER") != "1" {
+		t.Skip("the exec helper's child process")
+	}
+	os.Exit(RunSandboxExec(os.Stdin, os.Stdout))
+}
+
+// execHelper runs RunSandboxExec in a child process (it makes itself a
+// subreaper and kills its descendants), as `internal sandbox exec` does in
+// the container; closing the returned stdin aborts it.
+func execHelper(t *testing.T, req helperExecRequest) (stdin io.WriteCloser, result <-chan *api.SandboxExecResult) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestExecHelperProcess$")
+	cmd.Env = append(os.Environ(), "AILERON_TEST_EXEC_HELPER=1")
+	inW, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inW.Close(); _ = cmd.Wait() })
+	line, _ := json.Marshal(req)
+	if _, err := inW.Write(append(line, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan *api.SandboxExecResult, 1)
+	go func() {
+		raw, _ := io.ReadAll(outR)
+		if len(raw) == 0 {
+			res <- nil
+			return
+		}
+		var r api.SandboxExecResult
+		if err := json.Unmarshal(raw[:strings.IndexByte(string(raw), '\n')], &r); err != nil {
+			t.Errorf("result %q: %v", raw, err)
+		}
+		res <- &r
+	}()
+	return inW, res
+}
+
+func waitResult(t *testing.T, ch <-chan *api.SandboxExecResult, within time.Duration) *api.SandboxExecResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(within):
+		t.Fatalf("no result within %s", within)
+		return nil
+	}
+}
+
+// TestSandboxExecHelper covers the exec helper's contract outside a
+// container: exit codes, env layering, the deadline (124 even when SIGTERM
+// is trapped, answered at once, nothing left running), a child that left
+// the group, and an abort.
+func TestSandboxExecHelper(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "marker")
+	t.Run("exit and env", func(t *testing.T) {
+		t.Setenv("BASE_VAR", "base")
+		in, res := execHelper(t, helperExecRequest{Command: `echo "$BASE_VAR $OVER"; echo e >&2; exit 3`, Env: map[string]string{"OVER": "over"}})
+		defer in.Close()
+		r := waitResult(t, res, 10*time.Second)
+		if r.ExitCode != 3 || r.Stdout != "base over\n" || r.Stderr != "e\n" || r.TimedOut {
+			t.Errorf("result = %+v", r)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		start := time.Now()
+		in, res := execHelper(t, helperExecRequest{Command: "trap 'exit 0' TERM; set -m; (sleep 2; touch " + marker + ") & sleep 30 & wait", TimeoutMs: 300})
+		defer in.Close()
+		r := waitResult(t, res, 10*time.Second)
+		if d := time.Since(start); d > 1500*time.Millisecond {
+			t.Errorf("answered after %s, want at the deadline", d)
+		}
+		if r.ExitCode != ExecTimeoutExitCode || !r.TimedOut || !strings.Contains(r.Stderr, "timed out after 300 ms") {
+			t.Errorf("result = %+v", r)
+		}
+		time.Sleep(3 * time.Second)
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("a grandchild that left the process group outlived the timeout")
+		}
+	})
+	t.Run("background child", func(t *testing.T) {
+		start := time.Now()
+		in, res := execHelper(t, helperExecRequest{Command: "set -m; sleep 8 & echo started"})
+		defer in.Close()
+		if r := waitResult(t, res, 5*time.Second); r.Stdout != "started\n" || time.Since(start) > 2*time.Second {
+			t.Errorf("result = %+v after %s", r, time.Since(start))
+		}
+	})
+	t.Run("abort", func(t *testing.T) {
+		m := marker + "-abort"
+		// SIGTERM is ignored: SIGKILL follows ExecKillGrace later.
+		in, res := execHelper(t, helperExecRequest{Command: "trap '' TERM; sleep 3; touch " + m})
+		time.Sleep(200 * time.Millisecond)
+		in.Close()
+		if r := waitResult(t, res, 5*time.Second); r != nil {
+			t.Errorf("an aborted command answered %+v", r)
+		}
+		time.Sleep(4 * time.Second)
+		if _, err := os.Stat(m); err == nil {
+			t.Error("an aborted command kept running")
+		}
+	})
+	t.Run("output cap", func(t *testing.T) {
+		in, res := execHelper(t, helperExecRequest{Command: "head -c 3000 /dev/zero", MaxOutput: 1000})
+		defer in.Close()
+		if r := waitResult(t, res, 5*time.Second); len(r.Stdout) != 1000 || !r.Truncated {
+			t.Errorf("capped output: %d bytes, truncated %v", len(r.Stdout), r.Truncated)
+		}
+	})
+}

@@ -1,0 +1,186 @@
+package launcher
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fsCall runs the helper's fs operation as `internal sandbox fs` does and
+// returns its status and payload.
+func fsCall(t *testing.T, req helperFSRequest, body string) (helperStatus, string) {
+	t.Helper()
+	line, _ := json.Marshal(req)
+	var out bytes.Buffer
+	if code := RunSandboxFS(strings.NewReader(string(line)+"\n"+body), &out); code != 0 {
+		t.Fatalf("RunSandboxFS(%+v) = %d", req, code)
+	}
+	head, payload, _ := strings.Cut(out.String(), "\n")
+	var st helperStatus
+	if err := json.Unmarshal([]byte(head), &st); err != nil {
+		t.Fatalf("status line %q: %v", head, err)
+	}
+	return st, payload
+}
+
+func errno(st helperStatus) string {
+	if st.Error == nil {
+		return ""
+	}
+	return st.Error.Code
+}
+
+// TestSandboxFSNodeSemantics pins the file operations' Node fs semantics.
+func TestSandboxFSNodeSemantics(t *testing.T) {
+	d := t.TempDir()
+	p := func(s string) string { return filepath.Join(d, s) }
+	if err := os.WriteFile(p("f"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range [][2]string{{p("f"), p("link")}, {p("nope"), p("dangling")}, {d, p("dirlink")}} {
+		if err := os.Symlink(l[0], l[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(p("full/sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		req  helperFSRequest
+		body string
+		want string // errno, "" for success
+	}{
+		{"read a file", helperFSRequest{Op: fsOpRead, Path: p("f")}, "", ""},
+		{"read a directory", helperFSRequest{Op: fsOpRead, Path: d}, "", "EISDIR"},
+		{"read a missing file", helperFSRequest{Op: fsOpRead, Path: p("nope")}, "", "ENOENT"},
+		{"write under a missing parent", helperFSRequest{Op: fsOpWrite, Path: p("nope/x"), Size: 1}, "x", "ENOENT"},
+		{"write over a directory", helperFSRequest{Op: fsOpWrite, Path: p("full"), Size: 1}, "x", "EISDIR"},
+		{"write short", helperFSRequest{Op: fsOpWrite, Path: p("short"), Size: 5}, "abc", "EIO"},
+		{"stat dangling", helperFSRequest{Op: fsOpStat, Path: p("dangling")}, "", "ENOENT"},
+		{"readdir a file", helperFSRequest{Op: fsOpReaddir, Path: p("f")}, "", "ENOTDIR"},
+		{"mkdir existing", helperFSRequest{Op: fsOpMkdir, Path: p("full")}, "", "EEXIST"},
+		{"mkdir missing parent", helperFSRequest{Op: fsOpMkdir, Path: p("a/b")}, "", "ENOENT"},
+		{"mkdir -p existing dir", helperFSRequest{Op: fsOpMkdir, Path: p("full"), Recursive: true}, "", ""},
+		{"mkdir -p over a file", helperFSRequest{Op: fsOpMkdir, Path: p("f"), Recursive: true}, "", "EEXIST"},
+		{"mkdir -p", helperFSRequest{Op: fsOpMkdir, Path: p("a/b"), Recursive: true}, "", ""},
+		{"rm missing", helperFSRequest{Op: fsOpRm, Path: p("nope")}, "", "ENOENT"},
+		{"rm missing, force", helperFSRequest{Op: fsOpRm, Path: p("nope"), Force: true}, "", ""},
+		{"rm a directory, force", helperFSRequest{Op: fsOpRm, Path: p("full"), Force: true}, "", "EISDIR"},
+		{"rm a link to a directory", helperFSRequest{Op: fsOpRm, Path: p("dirlink")}, "", ""},
+		{"rm -r", helperFSRequest{Op: fsOpRm, Path: p("full"), Recursive: true}, "", ""},
+		{"unknown op", helperFSRequest{Op: "chmod", Path: p("f")}, "", "EINVAL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _ := fsCall(t, tc.req, tc.body)
+			if got := errno(st); got != tc.want {
+				t.Errorf("fs %s %s = %q (%v), want %q", tc.req.Op, tc.req.Path, got, st.Error, tc.want)
+			}
+			if st.Error != nil && st.Error.Path != tc.req.Path {
+				t.Errorf("error path = %q, want %q", st.Error.Path, tc.req.Path)
+			}
+		})
+	}
+	if _, err := os.Stat(d); err != nil {
+		t.Fatalf("rm of a symlink to the directory followed it: %v", err)
+	}
+	if st, body := fsCall(t, helperFSRequest{Op: fsOpRead, Path: p("f")}, ""); st.Error != nil || body != "hello" {
+		t.Errorf("read = %v %q", st.Error, body)
+	}
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	if st, _ := fsCall(t, helperFSRequest{Op: fsOpWrite, Path: p("bytes"), Size: 256}, string(all)); st.Error != nil || st.Written != 256 {
+		t.Errorf("write = %+v", st)
+	}
+	if st, body := fsCall(t, helperFSRequest{Op: fsOpRead, Path: p("bytes")}, ""); st.Error != nil || body != string(all) {
+		t.Errorf("read back %d bytes, %v", len(body), st.Error)
+	}
+	st, _ := fsCall(t, helperFSRequest{Op: fsOpStat, Path: p("link")}, "")
+	if st.Stat == nil || !st.Stat.IsFile || !st.Stat.IsSymbolicLink || st.Stat.Size != 5 || st.Stat.MtimeMs <= 0 {
+		t.Errorf("stat link = %+v", st.Stat)
+	}
+	for _, n := range []string{".dot", "with space", "new\nline", "ünï"} {
+		if err := os.WriteFile(p("a/"+n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _ = fsCall(t, helperFSRequest{Op: fsOpReaddir, Path: p("a")}, "")
+	if got := strings.Join(st.Names, "|"); got != ".dot|b|new\nline|with space|ünï" {
+		t.Errorf("readdir = %q", got)
+	}
+}
+
+// TestSandboxFSBadRequest: a malformed request line is exit 2, no status.
+func TestSandboxFSBadRequest(t *testing.T) {
+	var out bytes.Buffer
+	for _, in := range []string{"", "not json\n", `{"op":"stat"}` + "\n"} {
+		if code := RunSandboxFS(strings.NewReader(in), &out); code != 2 || out.Len() != 0 {
+			t.Errorf("RunSandboxFS(%q) = %d, %q; want 2 and nothing", in, code, out.String())
+		}
+	}
+}
+
+// FuzzSandboxFS feeds the helper arbitrary request lines and bodies in a
+// temporary directory: it never panics, always answers one JSON status
+// line, names errors with an errno, and a successful read returns the
+// file's bytes. Requests that would change anything outside the directory
+// are skipped.
+func FuzzSandboxFS(f *testing.F) {
+	for _, seed := range []struct{ line, body string }{
+		{`{"op":"stat","path":"f"}`, ""},
+		{`{"op":"read","path":"f"}`, ""},
+		{`{"op":"readdir","path":"."}`, ""},
+		{`{"op":"write","path":"n","size":3}`, "abc"},
+		{`{"op":"write","path":"n","size":9}`, "abc"},
+		{`{"op":"mkdir","path":"a/b","recursive":true}`, ""},
+		{`{"op":"rm","path":"a","recursive":true,"force":true}`, ""},
+		{`{"op":"rm","path":"missing"}`, ""},
+		{`{"op":"chmod","path":"f"}`, ""},
+		{`not json`, ""},
+	} {
+		f.Add(seed.line, seed.body)
+	}
+	f.Fuzz(func(t *testing.T, line, body string) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "f"), []byte("content"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var req helperFSRequest
+		if json.Unmarshal([]byte(line), &req) == nil && req.Path != "" {
+			rel, err := filepath.Rel(dir, filepath.Join(dir, req.Path))
+			if filepath.IsAbs(req.Path) || err != nil || strings.HasPrefix(rel, "..") || rel == "." && req.Op == fsOpRm {
+				t.Skip("outside the temporary directory")
+			}
+			req.Path = filepath.Join(dir, req.Path)
+			raw, _ := json.Marshal(req)
+			line = string(raw)
+		}
+		var out bytes.Buffer
+		code := RunSandboxFS(strings.NewReader(line+"\n"+body), &out)
+		if code == 2 {
+			if out.Len() != 0 {
+				t.Fatalf("a refused request printed %q", out.String())
+			}
+			return
+		}
+		head, payload, _ := strings.Cut(out.String(), "\n")
+		var st helperStatus
+		if err := json.Unmarshal([]byte(head), &st); err != nil {
+			t.Fatalf("status line %q: %v", head, err)
+		}
+		if st.Error != nil && (st.Error.Code == "" || strings.ToUpper(st.Error.Code) != st.Error.Code) {
+			t.Fatalf("error code %q", st.Error.Code)
+		}
+		if req.Op == fsOpRead && st.Error == nil {
+			want, err := os.ReadFile(req.Path)
+			if err != nil || payload != string(want) {
+				t.Fatalf("read %s = %q, file holds %q (%v)", req.Path, payload, want, err)
+			}
+		}
+	})
+}
