@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-
 	"net/http"
 	"net/url"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/launcher"
 )
 
 // sandboxClient calls a long-lived sandbox's exec/files API with its
@@ -393,6 +394,46 @@ func TestSandboxTTL(t *testing.T) {
 		}
 		if out := mustCLI(t, e.home, "", "sandbox", "ls", "--json"); strings.Contains(out, sb.ID) {
 			t.Errorf("sandbox ls still lists the expired sandbox: %s", out)
+		}
+	})
+}
+
+// TestSandboxLifecycleOnce: a long-lived sandbox runs the devcontainer's
+// lifecycle commands once, when it comes up, as launch does before an
+// agent; a failing one stops `sandbox up` with its exit status and leaves
+// no container.
+func TestSandboxLifecycleOnce(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, kind string, e *env) {
+		project := agentWorkspace(t)
+		devc := filepath.Join(project, ".devcontainer")
+		if err := os.MkdirAll(devc, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write := func(name, data string) {
+			t.Helper()
+			if err := os.WriteFile(filepath.Join(devc, name), []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("Dockerfile", "FROM "+launcher.BaseImage("")+"\n")
+		write("devcontainer.json", `{"build": {"dockerfile": "Dockerfile"},
+  "postCreateCommand": "echo created >> ${containerWorkspaceFolder}/lifecycle.txt",
+  "postStartCommand": ["sh", "-c", "echo started >> /home/agent/workspace/lifecycle.txt"]}`)
+		sb := upSandbox(t, e, kind, project)
+		c := &sandboxClient{t: t, base: sb.APIURL + "/v1/sandboxes/" + sb.ID, token: sb.Token}
+		r := c.exec(map[string]any{"command": "cat lifecycle.txt"})
+		if r["stdout"] != "created\nstarted\n" {
+			t.Errorf("lifecycle.txt in the sandbox = %v; want the create and start commands run once, in order", r)
+		}
+
+		write("devcontainer.json", `{"build": {"dockerfile": "Dockerfile"}, "postCreateCommand": "exit 7"}`)
+		_, stderr, code := launchCLI(t, e.home, nil, 5*time.Minute, "sandbox", "up", "--json", "--sandbox="+kind, "--project", project)
+		if code == 0 || !strings.Contains(stderr, "exit status 7") {
+			t.Errorf("sandbox up with a failing postCreateCommand = exit %d, stderr %s; want a failure naming exit status 7", code, stderr)
+		}
+		out := mustCLI(t, e.home, "", "sandbox", "ls", "--json")
+		if n := strings.Count(out, `"id"`); n != 1 {
+			t.Errorf("sandbox ls after the failed up lists %d sandboxes, want only the first: %s", n, out)
 		}
 	})
 }

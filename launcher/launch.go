@@ -180,6 +180,9 @@ type launch struct {
 	// long-lived sandbox, sandboxes.go).
 	ttl    string
 	detach func(ctx context.Context, run RunRequest, sess *api.CreatedSession, user AgentUser) error
+	// lifecycle is the devcontainer's in-sandbox commands, resolved; a
+	// detached sandbox runs them once after its container starts.
+	lifecycle []LifecycleStep
 }
 
 type undoStep struct {
@@ -366,6 +369,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		Stderr:          cfg.Stderr,
 	}
 	if l.detach != nil {
+		l.lifecycle = resolved.lifecycle
 		return 0, l.detach(ctx, run, sess, user)
 	}
 	writeBanner(cfg.Stderr, bannerInfo{

@@ -122,7 +122,19 @@ func overlapsAny(used map[netip.Prefix]bool, p netip.Prefix) bool {
 
 func (r *cliRuntime) NetworkRemove(ctx context.Context, name string) error {
 	_, err := r.run(ctx, "network", "rm", name)
+	if isNetworkGone(err) {
+		return nil // already removed (by hand, or by an earlier teardown)
+	}
 	return wrapf(err, "removing network %s", name)
+}
+
+// isNetworkGone reports whether err is `network rm` saying the network does
+// not exist: Docker's "network NAME not found", Podman's "unable to find
+// network ...: network not found". Teardown must not retry those (it did,
+// for its whole timeout, stalling serve's shutdown).
+func isNetworkGone(err error) bool {
+	var ce *cliError
+	return errors.As(err, &ce) && strings.Contains(ce.stderr, "not found")
 }
 
 func (r *cliRuntime) ContainerRemove(ctx context.Context, name string) error {

@@ -417,3 +417,24 @@ func TestContainerRemoveDoesNotWaitOnPodman(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkRemoveGone: removing a network that no longer exists succeeds
+// on both runtimes (teardown would otherwise retry until its timeout);
+// other failures still fail.
+func TestNetworkRemoveGone(t *testing.T) {
+	for kind, stderr := range map[RuntimeKind]string{
+		RuntimeDocker: "Error response from daemon: network aileron-x not found\n",
+		RuntimePodman: "Error: unable to find network with name or ID aileron-x: network not found\n",
+	} {
+		f := &fakeExec{respond: func(Command) (string, string, error) { return "", stderr, &ExitError{Code: 1} }}
+		if err := newFakeRuntime(t, kind, f).NetworkRemove(context.Background(), "aileron-x"); err != nil {
+			t.Errorf("%s: NetworkRemove of a gone network = %v, want nil", kind, err)
+		}
+		f.respond = func(Command) (string, string, error) {
+			return "", "Error response from daemon: error while removing network: network aileron-x has active endpoints\n", &ExitError{Code: 1}
+		}
+		if err := newFakeRuntime(t, kind, f).NetworkRemove(context.Background(), "aileron-x"); err == nil {
+			t.Errorf("%s: NetworkRemove with active endpoints = nil, want the error", kind)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -163,6 +164,7 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	l.detach = func(ctx context.Context, run RunRequest, sess *api.CreatedSession, user AgentUser) error {
 		run.Entrypoint = sandboxHelperArgs[0]
 		run.Cmd = append(slices.Clone(sandboxHelperArgs[1:]), "hold")
+		delete(run.Env, lifecycleScriptEnv) // run once below, not by the holder
 		run.Mounts = append(run.Mounts, Mount{Source: bin, Target: GuardBinaryPath, ReadOnly: true})
 		run.Detach, run.Interactive, run.TTY = true, false, false
 		run.Stdin, run.Stdout, run.Stderr = nil, io.Discard, &logWriter{log: log}
@@ -175,9 +177,12 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 		if err != nil {
 			return fmt.Errorf("starting the sandbox container: %w", err)
 		}
+		if err := runLifecycleOnce(ctx, rt, run, l.lifecycle, log); err != nil {
+			return err
+		}
 		now := time.Now().UTC()
 		sb.info = api.SandboxInfo{
-			ID: id, Workdir: WorkspacePath, State: SandboxRunning, SessionID: sess.ID, Runtime: rt.Kind().String(),
+			ID: id, Workdir: run.Workdir, State: SandboxRunning, SessionID: sess.ID, Runtime: rt.Kind().String(),
 			Image: user.Image, Project: plan.ProjectDir, Container: run.Name, User: user.User, CreatedAt: now, ExpiresAt: sess.ExpiresAt,
 		}
 		return nil
@@ -210,7 +215,7 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	}
 	log.Info("sandbox up", zap.String("session_id", sb.info.SessionID), zap.String("container", sb.info.Container))
 	return &api.CreatedSandbox{
-		ID: id, APIURL: strings.TrimSuffix(m.cfg.Daemon.APIURL, "/"), Token: token, Workdir: WorkspacePath,
+		ID: id, APIURL: strings.TrimSuffix(m.cfg.Daemon.APIURL, "/"), Token: token, Workdir: sb.info.Workdir,
 		SessionID: sb.info.SessionID, Runtime: sb.info.Runtime, Image: sb.info.Image,
 	}, nil
 }
@@ -383,4 +388,30 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		ce.Write(zap.String("output", strings.TrimRight(string(p), "\n")))
 	}
 	return len(p), nil
+}
+
+// runLifecycleOnce runs a long-lived sandbox's devcontainer lifecycle
+// commands (create-time and start-time) once, in its running container,
+// as its user, under its egress guard: what a one-shot launch runs before
+// the agent. The script goes on stdin, not argv (substituted ${localEnv}
+// values may be private); its output goes to the daemon log. A failure
+// names the exit status, and the caller removes the sandbox.
+func runLifecycleOnce(ctx context.Context, rt Runtime, run RunRequest, steps []LifecycleStep, log *zap.Logger) error {
+	if len(steps) == 0 {
+		return nil
+	}
+	var tail bytes.Buffer
+	out := io.MultiWriter(&logWriter{log: log}, &tail)
+	code, err := rt.Exec(ctx, ExecRequest{
+		Container: run.Name, User: run.User, Workdir: run.Workdir,
+		Cmd:   []string{"/bin/sh", "-s", "true"},
+		Stdin: strings.NewReader(LifecycleScript(steps, true)), Stdout: out, Stderr: out,
+	})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit status %d: %s", code, lastLines(tail.String(), 3))
+	}
+	if err != nil {
+		return fmt.Errorf("running the devcontainer's lifecycle commands (%s) in the sandbox: %w; fix them or remove them from the file", DevContainerPath, err)
+	}
+	return nil
 }
