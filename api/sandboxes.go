@@ -61,6 +61,11 @@ type CreateSandboxRequest struct {
 	// TTL is the sandbox's and its session's lifetime, as the sessions'
 	// ttl; empty means the session default (8h).
 	TTL string `json:"ttl,omitempty"`
+	// LocalEnv holds the values of the ${localEnv:VAR} variables the
+	// project's devcontainer.json names, from the caller's environment
+	// (launcher.LocalEnvNames); a name missing here is unset. The daemon's
+	// own environment is never read for them.
+	LocalEnv map[string]string `json:"local_env,omitempty"`
 }
 
 // CreatedSandbox is the 201 response of POST /v1/sandboxes, and what

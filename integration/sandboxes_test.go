@@ -418,20 +418,29 @@ func TestSandboxLifecycleOnce(t *testing.T) {
 		write("Dockerfile", "FROM "+launcher.BaseImage("")+"\n")
 		write("devcontainer.json", `{"build": {"dockerfile": "Dockerfile"},
   "postCreateCommand": "echo created >> ${containerWorkspaceFolder}/lifecycle.txt",
-  "postStartCommand": ["sh", "-c", "echo started >> /home/agent/workspace/lifecycle.txt"]}`)
-		sb := upSandbox(t, e, kind, project)
+  "postStartCommand": ["sh", "-c", "echo started >> /home/agent/workspace/lifecycle.txt"],
+  "containerEnv": {"SBX_MARK": "${localEnv:SBX_MARK:unset}"}}`)
+		// ${localEnv:...} comes from sandbox up's environment, not serve's.
+		out, stderr, code := launchCLI(t, e.home, []string{"SBX_MARK=from-the-cli"}, 8*time.Minute, "sandbox", "up", "--json", "--sandbox="+kind, "--project", project)
+		var sb upped
+		if code != 0 || json.Unmarshal([]byte(out), &sb) != nil {
+			t.Fatalf("sandbox up = exit %d, %q\n%s", code, out, stderr)
+		}
 		c := &sandboxClient{t: t, base: sb.APIURL + "/v1/sandboxes/" + sb.ID, token: sb.Token}
 		r := c.exec(map[string]any{"command": "cat lifecycle.txt"})
 		if r["stdout"] != "created\nstarted\n" {
 			t.Errorf("lifecycle.txt in the sandbox = %v; want the create and start commands run once, in order", r)
 		}
+		if r := c.exec(map[string]any{"command": "printf %s \"$SBX_MARK\""}); r["stdout"] != "from-the-cli" {
+			t.Errorf("SBX_MARK in the sandbox = %v; want the value from sandbox up's environment", r)
+		}
 
 		write("devcontainer.json", `{"build": {"dockerfile": "Dockerfile"}, "postCreateCommand": "exit 7"}`)
-		_, stderr, code := launchCLI(t, e.home, nil, 5*time.Minute, "sandbox", "up", "--json", "--sandbox="+kind, "--project", project)
+		_, stderr, code = launchCLI(t, e.home, nil, 5*time.Minute, "sandbox", "up", "--json", "--sandbox="+kind, "--project", project)
 		if code == 0 || !strings.Contains(stderr, "exit status 7") {
 			t.Errorf("sandbox up with a failing postCreateCommand = exit %d, stderr %s; want a failure naming exit status 7", code, stderr)
 		}
-		out := mustCLI(t, e.home, "", "sandbox", "ls", "--json")
+		out = mustCLI(t, e.home, "", "sandbox", "ls", "--json")
 		if n := strings.Count(out, `"id"`); n != 1 {
 			t.Errorf("sandbox ls after the failed up lists %d sandboxes, want only the first: %s", n, out)
 		}

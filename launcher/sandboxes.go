@@ -123,7 +123,13 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	if _, err := api.ParseTTL(req.TTL); err != nil {
 		return nil, err
 	}
-	plan, err := NewPlan(req.Project, PlanOptions{})
+	// ${localEnv:...} resolves from the caller's environment (sent in the
+	// request), never the daemon's.
+	localEnv := func(name string) (string, bool) {
+		v, ok := req.LocalEnv[name]
+		return v, ok
+	}
+	plan, err := NewPlan(req.Project, PlanOptions{LocalEnv: localEnv})
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +159,7 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	cfg := LaunchConfig{
 		Logger: log, Runtime: rt, Plan: plan, BuildPolicy: build, Sessions: m.cfg.Sessions, Daemon: m.cfg.Daemon,
 		Connectors: in.Connectors, ConnectorFQNs: req.Connectors, StoreDir: in.StoreDir, Actions: in.Actions,
-		Agent: []string{"sh"}, GuardBinary: bin, Stderr: &logWriter{log: log},
+		Agent: []string{"sh"}, GuardBinary: bin, Stderr: &logWriter{log: log}, LocalEnv: localEnv,
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err

@@ -3,9 +3,12 @@ package launcher
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/tailscale/hujson"
@@ -193,4 +196,53 @@ func (p *Plan) NeedsContainerEnv() bool {
 		}
 	}
 	return false
+}
+
+// LocalEnvNames lists the variables the project's devcontainer.json reads
+// with ${localEnv:VAR} or ${env:VAR}, sorted: what a caller that composes
+// the sandbox elsewhere (sandbox up asks the daemon) sends along, so the
+// variables resolve from its environment and never the daemon's. Each
+// string of the file is expanded with Substitute, so the grammar is the
+// one the launch uses. No file means none; a file that does not parse is
+// an error.
+func LocalEnvNames(projectDir string) ([]string, error) {
+	path := filepath.Join(projectDir, DevContainerPath)
+	raw, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	std, err := hujson.Standardize(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	var doc any
+	if err := json.Unmarshal(std, &doc); err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	seen := map[string]bool{}
+	vc := VarContext{LocalEnv: func(name string) (string, bool) {
+		seen[name] = true
+		return "", false
+	}}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			Substitute(v, vc)
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				Substitute(k, vc)
+				walk(e)
+			}
+		}
+	}
+	walk(doc)
+	return slices.Sorted(maps.Keys(seen)), nil
 }

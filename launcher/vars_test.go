@@ -3,6 +3,7 @@ package launcher
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,4 +131,26 @@ func TestPlanRemoteEnvAndVariables(t *testing.T) {
 		t.Errorf("plan shows a resolved ${localEnv} value:\n%s", text.String())
 	}
 	golden(t, "plan-env.txt", normalize(text.String(), dir))
+}
+
+// TestLocalEnvNames lists the ${localEnv:...} and ${env:...} names of a
+// devcontainer.json (values, keys, nested, with defaults), once each.
+func TestLocalEnvNames(t *testing.T) {
+	dir := writeProject(t, map[string]string{DevContainerPath: `{
+  // comments and trailing commas are JSONC
+  "containerEnv": {"A": "${localEnv:ALPHA}", "${env:KEYVAR}": "x"},
+  "mounts": [{"source": "${localEnv:DATA:/tmp}", "target": "/d", "type": "bind"}],
+  "postCreateCommand": ["sh", "-c", "echo ${localEnv:ALPHA} ${containerEnv:PATH} ${localWorkspaceFolder}"],
+}`})
+	got, err := LocalEnvNames(dir)
+	if want := []string{"ALPHA", "DATA", "KEYVAR"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("LocalEnvNames = %q, %v; want %q", got, err, want)
+	}
+	if got, err := LocalEnvNames(t.TempDir()); got != nil || err != nil {
+		t.Errorf("LocalEnvNames without a devcontainer = %q, %v; want none", got, err)
+	}
+	bad := writeProject(t, map[string]string{DevContainerPath: `{"image": `})
+	if _, err := LocalEnvNames(bad); err == nil || !strings.Contains(err.Error(), DevContainerPath) {
+		t.Errorf("LocalEnvNames of a broken file = %v; want an error naming it", err)
+	}
 }

@@ -77,7 +77,17 @@ or with ` + "`sandbox exec`" + `. The token is printed once (--json) and never e
 		if err != nil {
 			return err
 		}
-		sb, err := c.CreateSandbox(cmd.Context(), api.CreateSandboxRequest{Project: abs, Connectors: connectors, Runtime: sandbox, Build: buildFlag, TTL: ttl})
+		names, err := launcher.LocalEnvNames(abs)
+		if err != nil {
+			return err
+		}
+		localEnv := map[string]string{}
+		for _, n := range names {
+			if v, ok := a.lookupEnv(n); ok {
+				localEnv[n] = v
+			}
+		}
+		sb, err := c.CreateSandbox(cmd.Context(), api.CreateSandboxRequest{Project: abs, Connectors: connectors, Runtime: sandbox, Build: buildFlag, TTL: ttl, LocalEnv: localEnv})
 		if err != nil {
 			return fmt.Errorf("starting the sandbox: %w", err)
 		}
