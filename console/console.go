@@ -13,6 +13,7 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -78,6 +79,24 @@ type Config struct {
 	// Tick is how often the event stream checks for changes; zero means
 	// 250ms.
 	Tick time.Duration
+	// Sandboxes lists and removes the daemon's long-lived sandboxes; nil
+	// shows none.
+	Sandboxes Sandboxes
+}
+
+// Sandboxes is what the console needs of the daemon's long-lived
+// sandboxes (launcher's manager, adapted by daemon).
+type Sandboxes interface {
+	// List returns the running sandboxes.
+	List() []Sandbox
+	// Remove removes one, as `aileron-proxy sandbox down ID` does.
+	Remove(ctx context.Context, id string) error
+}
+
+// Sandbox is a long-lived sandbox as the Sessions page shows it, under
+// the session it belongs to. It carries no token.
+type Sandbox struct {
+	ID, SessionID, Runtime, Image, Container, User string
 }
 
 // Console serves the web console. It is safe for concurrent use.

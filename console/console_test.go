@@ -8,7 +8,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -425,5 +427,73 @@ func TestCLISurfaceIsNotDecidedInTheConsole(t *testing.T) {
 	}
 	if n := len(h.broker.List(approval.StatePending)); n != 1 {
 		t.Errorf("the refused decision settled the approval (%d pending)", n)
+	}
+}
+
+// fakeSandboxes is a daemon's sandbox list for the console.
+type fakeSandboxes struct {
+	mu      sync.Mutex
+	boxes   []Sandbox
+	removed []string
+}
+
+func (f *fakeSandboxes) List() []Sandbox {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.boxes)
+}
+
+func (f *fakeSandboxes) Remove(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = append(f.removed, id)
+	f.boxes = slices.DeleteFunc(f.boxes, func(b Sandbox) bool { return b.ID == id })
+	return nil
+}
+
+// TestSandboxesOnSessionsPage: a session's long-lived sandbox is shown
+// under it and removed from the page with the cookie and CSRF token;
+// without the token nothing is removed.
+func TestSandboxesOnSessionsPage(t *testing.T) {
+	h := newHarness(t)
+	snap, err := policy.Compile(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := h.reg.Create(session.CreateOptions{Snapshot: snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &fakeSandboxes{boxes: []Sandbox{{ID: "sbx_0123456789abcdef", SessionID: s.ID, Runtime: "docker", Image: "aileron/sandbox-base:x", User: "agent"}}}
+	h.c.cfg.Sandboxes = fake
+	c := h.client(t)
+	h.signIn(t, c)
+	csrf := h.csrfOf(t, c)
+	resp, err := c.Get(h.srv.URL + "/ui/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := body(t, resp); !strings.Contains(b, `data-sandbox-id="sbx_0123456789abcdef"`) || !strings.Contains(b, "Remove sandbox sbx_0123456789abcdef") {
+		t.Fatalf("the sessions page does not show the session's sandbox:\n%s", b)
+	}
+	post := func(form url.Values) int {
+		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/ui/sandboxes/sbx_0123456789abcdef/remove", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", h.srv.URL)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body(t, resp)
+		return resp.StatusCode
+	}
+	if code := post(url.Values{}); code != http.StatusForbidden || len(fake.removed) != 0 {
+		t.Errorf("remove without CSRF = %d, removed %q; want 403 and nothing removed", code, fake.removed)
+	}
+	if code := post(url.Values{CSRFField: {csrf}}); code != http.StatusSeeOther || !slices.Equal(fake.removed, []string{"sbx_0123456789abcdef"}) {
+		t.Errorf("remove = %d, removed %q; want 303 and the sandbox removed", code, fake.removed)
+	}
+	if code := post(url.Values{CSRFField: {csrf}}); code != http.StatusNotFound {
+		t.Errorf("removing it again = %d, want 404", code)
 	}
 }

@@ -63,6 +63,7 @@ func (c *Console) routes() *http.ServeMux {
 	m.HandleFunc("GET /ui/events", c.guard(c.events))
 	m.HandleFunc("POST /ui/approvals/{id}", c.guard(c.decide))
 	m.HandleFunc("POST /ui/sessions/{id}/end", c.guard(c.endSession))
+	m.HandleFunc("POST /ui/sandboxes/{id}/remove", c.guard(c.removeSandbox))
 	m.HandleFunc("POST /ui/logout", c.guard(c.logout))
 	m.HandleFunc("/ui/", c.guard(func(w http.ResponseWriter, r *http.Request, _ signin) { http.NotFound(w, r) }))
 	return m
@@ -223,6 +224,8 @@ type sessionRow struct {
 	Started, Expires      time.Time
 	Allowed, Denied, Held int
 	Timeline              template.HTML
+	// Sandboxes are the session's long-lived sandboxes (sandbox up).
+	Sandboxes []Sandbox
 }
 
 func (c *Console) sessionsData(*http.Request) any {
@@ -233,9 +236,15 @@ func (c *Console) sessionsData(*http.Request) any {
 			bySession[e.SessionID] = append(bySession[e.SessionID], e)
 		}
 	}
+	boxes := map[string][]Sandbox{}
+	if c.cfg.Sandboxes != nil {
+		for _, b := range c.cfg.Sandboxes.List() {
+			boxes[b.SessionID] = append(boxes[b.SessionID], b)
+		}
+	}
 	var rows []sessionRow
 	for _, s := range c.cfg.Sessions.List() {
-		row := sessionRow{ID: s.ID, Agent: s.Agent, Project: s.Project, Connectors: s.Connectors, Started: s.CreatedAt, Expires: s.ExpiresAt}
+		row := sessionRow{ID: s.ID, Agent: s.Agent, Project: s.Project, Connectors: s.Connectors, Started: s.CreatedAt, Expires: s.ExpiresAt, Sandboxes: boxes[s.ID]}
 		evs := bySession[s.ID]
 		for _, e := range evs {
 			switch kindOf(e) {
@@ -336,4 +345,27 @@ func (c *Console) readAudit(opts audit.TailOptions) []audit.Event {
 		c.log.Warn("reading the audit log for the console", zap.Error(err))
 	}
 	return out
+}
+
+// removeSandbox is POST /ui/sandboxes/{id}/remove: what `aileron-proxy
+// sandbox down ID` does, from the Sessions page.
+func (c *Console) removeSandbox(w http.ResponseWriter, r *http.Request, _ signin) {
+	id := r.PathValue("id")
+	known := false
+	if c.cfg.Sandboxes != nil {
+		for _, b := range c.cfg.Sandboxes.List() {
+			known = known || b.ID == id
+		}
+	}
+	if !known {
+		c.refuse(w, http.StatusNotFound, "no running sandbox "+strconv.Quote(id))
+		return
+	}
+	if err := c.cfg.Sandboxes.Remove(r.Context(), id); err != nil {
+		c.log.Warn("removing a sandbox from the console", zap.String("sandbox_id", id), zap.Error(err))
+		c.refuse(w, http.StatusConflict, "sandbox "+strconv.Quote(id)+" could not be removed; see the daemon log")
+		return
+	}
+	c.log.Info("sandbox removed from the console", zap.String("sandbox_id", id))
+	http.Redirect(w, r, "/ui/sessions", http.StatusSeeOther)
 }

@@ -178,6 +178,7 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 		Policy:    d.snapshot.Load,
 		AuditPath: d.audit.Path(),
 		BaseURL:   d.APIURL(),
+		Sandboxes: consoleSandboxes{d},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configuring the web console: %w", err)

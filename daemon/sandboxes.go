@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/console"
 	"github.com/aileron-dev/aileron-proxy/launcher"
 )
 
@@ -47,4 +48,29 @@ func (d *Daemon) closeSandboxes(ctx context.Context) {
 	}
 	d.sandboxes.Close(ctx)
 	d.log.Debug("sandboxes removed", zap.Int("left", len(d.sandboxes.ListSandboxes())))
+}
+
+// consoleSandboxes shows the daemon's long-lived sandboxes in the web
+// console. It reads d.sandboxes at each call: the manager is made after
+// the console.
+type consoleSandboxes struct{ d *Daemon }
+
+var _ console.Sandboxes = consoleSandboxes{}
+
+func (c consoleSandboxes) List() []console.Sandbox {
+	if c.d.sandboxes == nil {
+		return nil
+	}
+	var out []console.Sandbox
+	for _, i := range c.d.sandboxes.ListSandboxes() {
+		out = append(out, console.Sandbox{ID: i.ID, SessionID: i.SessionID, Runtime: i.Runtime, Image: i.Image, Container: i.Container, User: i.User})
+	}
+	return out
+}
+
+func (c consoleSandboxes) Remove(ctx context.Context, id string) error {
+	if c.d.sandboxes == nil {
+		return api.ErrSandboxNotFound
+	}
+	return c.d.sandboxes.RemoveSandbox(ctx, id)
 }
