@@ -193,3 +193,22 @@ func TestPlanUsersGolden(t *testing.T) {
 		golden(t, "plan-"+name+".txt", normalize(text.String(), dir))
 	}
 }
+
+// TestRunArgsVariables: runArgs values are substituted like the rest of
+// the file, each staying one argv element.
+func TestRunArgsVariables(t *testing.T) {
+	dir := refusedProject(t, `"runArgs": ["--label=owner=${localEnv:RUNARG_OWNER}", "--hostname=${localEnv:RUNARG_HOST:box}"]`)
+	env := func(k string) (string, bool) {
+		if k == "RUNARG_OWNER" {
+			return "me --privileged", true
+		}
+		return "", false
+	}
+	p, err := NewPlan(dir, PlanOptions{LocalEnv: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"--label=owner=me --privileged", "--hostname=box"}; !reflect.DeepEqual(p.RunArgs, want) {
+		t.Errorf("RunArgs = %q, want %q", p.RunArgs, want)
+	}
+}

@@ -127,7 +127,7 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 	row("mediation", p.Mediation.String())
 	row("approval surface", p.ApprovalSurface.String())
 	row("egress guard", GuardSummary(nil))
-	row("hardening", hardeningSummary())
+	row("hardening", hardeningSummary(p))
 	if rt.Kind != "" {
 		row("runtime", rt.Kind+" ("+rt.Selection+")")
 	} else {

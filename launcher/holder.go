@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -157,7 +158,22 @@ func GuardSummary(allow []netip.AddrPort) string {
 	return "on: TCP to " + strings.Join(eps, " and ") + " only; everything else (other host ports and addresses, other containers, DNS, IPv6) is refused"
 }
 
-// hardeningSummary says how the agent's container is confined.
-func hardeningSummary() string {
-	return fmt.Sprintf("all capabilities dropped, no-new-privileges, pids limit %d, never privileged", DefaultPidsLimit)
+// hardeningSummary says how the agent's container is confined under p.
+func hardeningSummary(p *Plan) string {
+	return "all capabilities dropped, no-new-privileges, pids limit " + p.pidsLimit() + ", never privileged"
+}
+
+// pidsLimit is the agent container's effective pids limit: the
+// devcontainer's runArgs --pids-limit when it sets one (runArgs come last
+// on the run line, so that value wins), else DefaultPidsLimit.
+func (p *Plan) pidsLimit() string {
+	limit := strconv.Itoa(DefaultPidsLimit)
+	for i, a := range p.RunArgs {
+		if v, ok := strings.CutPrefix(a, "--pids-limit="); ok {
+			limit = v + " (runArgs)"
+		} else if a == "--pids-limit" && i+1 < len(p.RunArgs) {
+			limit = p.RunArgs[i+1] + " (runArgs)"
+		}
+	}
+	return limit
 }

@@ -342,5 +342,5 @@ func writeBanner(w io.Writer, b bannerInfo) {
 		"  hardened %s\n"+
 		"  audit    %s\n",
 		b.session, b.plan.Tier, b.plan.Image, b.rt.Kind(), selection, b.user, tools,
-		b.network.Name, b.network.Subnet, b.proxy, b.guard, hardeningSummary(), audit)
+		b.network.Name, b.network.Subnet, b.proxy, b.guard, hardeningSummary(b.plan), audit)
 }

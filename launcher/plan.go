@@ -181,7 +181,7 @@ type planView struct {
 
 func planJSON(p *Plan, rt *RuntimeInfo) planView {
 	return planView{Tier: p.Tier.Number(), TierName: p.Tier.Name(), plainPlan: (*plainPlan)(p),
-		EgressGuard: GuardSummary(nil), Hardening: hardeningSummary(), Runtime: rt}
+		EgressGuard: GuardSummary(nil), Hardening: hardeningSummary(p), Runtime: rt}
 }
 
 // NewPlan reads projectDir/.devcontainer/devcontainer.json (when present)
@@ -233,7 +233,9 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 	if dc.Build != nil {
 		dc.Build.Args = substituteMap(dc.Build.Args, p.Vars(opts.LocalEnv, nil))
 	}
-	p.RunArgs, p.Refused = dc.RunArgs, append(p.Refused, dc.Refused...)
+	// runArgs are substituted like the rest (each stays one argv element;
+	// its flag was checked against the allow-list as written).
+	p.RunArgs, p.Refused = substituteAll(dc.RunArgs, p.Vars(opts.LocalEnv, nil)), append(p.Refused, dc.Refused...)
 	p.User, p.ContainerUser = dc.RemoteUser, dc.ContainerUser
 	if p.User == "" {
 		p.User = dc.ContainerUser
