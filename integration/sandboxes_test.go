@@ -262,6 +262,14 @@ func TestSandboxUpExecFiles(t *testing.T) {
 		if code != 5 || stdout != "/tmp\nv 1\n" || !strings.Contains(stderr, "e\n") {
 			t.Errorf("sandbox exec = %d %q %q", code, stdout, stderr)
 		}
+		// With a terminal on its stdin (script(1) makes one), exec gives the
+		// command a terminal too.
+		tty := exec.Command(requireTool(t, "script"), "-qec", binPath+" --home "+e.home+" sandbox exec "+sb.ID+
+			" -- sh -c 'test -t 0 && test -t 1 && echo TTY-OK; tty'", "/dev/null")
+		tty.Env = cleanEnv()
+		if out, err := tty.CombinedOutput(); err != nil || !strings.Contains(string(out), "TTY-OK") || !strings.Contains(string(out), "/dev/pts/") {
+			t.Errorf("sandbox exec on a terminal = %v, %q; want the command on a terminal", err, out)
+		}
 		if out := mustCLI(t, e.home, "", "sandbox", "ls", "--json"); !strings.Contains(out, `"id": "`+sb.ID+`"`) || strings.Contains(out, sb.Token) {
 			t.Errorf("sandbox ls --json = %s", out)
 		}
