@@ -13,7 +13,7 @@ import "github.com/aileron-dev/aileron-proxy/internal/multimatch"
 // Scrubber.Chunks.
 type ChunkMasker struct {
 	m                 *multimatch.Matcher
-	orig, out         []byte // scratch: tail and chunk as received, then masked
+	out               []byte // scratch: tail and chunk, masked in place
 	tailOrig, tailOut []byte // the held-back tail as received, and masked
 }
 
@@ -40,8 +40,8 @@ func (c *ChunkMasker) Next(p []byte, final bool) []byte {
 	if c == nil {
 		return p
 	}
-	c.orig = append(append(c.orig[:0], c.tailOrig...), p...)
-	c.out = append(c.out[:0], c.orig...)
+	held := len(c.tailOrig)
+	c.out = append(append(c.out[:0], c.tailOrig...), p...)
 	c.m.MaskAll(c.out)
 	for i, b := range c.tailOut {
 		if b == multimatch.Mask {
@@ -53,11 +53,17 @@ func (c *ChunkMasker) Next(p []byte, final bool) []byte {
 	if !final {
 		release = max(n-(c.m.MaxLen()-1), 0)
 	}
-	c.tailOrig = append(c.tailOrig[:0], c.orig[release:]...)
+	// The new tail as received is the end of tailOrig then p; only it is
+	// copied, never the whole chunk.
+	if release < held {
+		c.tailOrig = append(c.tailOrig[:copy(c.tailOrig, c.tailOrig[release:])], p...)
+	} else {
+		c.tailOrig = append(c.tailOrig[:0], p[release-held:]...)
+	}
 	c.tailOut = append(c.tailOut[:0], c.out[release:]...)
 	res := c.out[:release]
 	if final && cap(c.out) > chunkKeepMax {
-		c.orig, c.out = nil, nil // res still points at the old buffer
+		c.out = nil // res still points at the old buffer
 	}
 	return res
 }
