@@ -7,14 +7,12 @@ import "github.com/aileron-dev/aileron-proxy/internal/multimatch"
 // split across chunks. Each chunk is masked as soon as it arrives; only the
 // last bytes that could start a secret not yet complete (at most the longest
 // pattern minus one) are held back until the next chunk or the message's
-// end. Its buffers grow to the largest chunk plus that tail and are dropped
+// end. Its buffer grows to the largest chunk plus that tail and is dropped
 // at a message's end when larger than 4 KiB, so an idle stream keeps little.
 // It is not safe for concurrent use; build one per stream with
 // Scrubber.Chunks.
 type ChunkMasker struct {
-	m                 *multimatch.Matcher
-	orig, out         []byte // scratch: tail and chunk as received, then masked
-	tailOrig, tailOut []byte // the held-back tail as received, and masked
+	c *multimatch.Chunker
 }
 
 // chunkKeepMax is the largest scratch buffer a ChunkMasker keeps between
@@ -27,7 +25,7 @@ func (s *Scrubber) Chunks() *ChunkMasker {
 	if s == nil {
 		return nil
 	}
-	return &ChunkMasker{m: s.m}
+	return &ChunkMasker{c: s.m.Chunker()}
 }
 
 // Next masks p, the next chunk of the current message, and returns the bytes
@@ -40,24 +38,5 @@ func (c *ChunkMasker) Next(p []byte, final bool) []byte {
 	if c == nil {
 		return p
 	}
-	c.orig = append(append(c.orig[:0], c.tailOrig...), p...)
-	c.out = append(c.out[:0], c.orig...)
-	c.m.MaskAll(c.out)
-	for i, b := range c.tailOut {
-		if b == multimatch.Mask {
-			c.out[i] = multimatch.Mask // found whole by an earlier pass; this one may not see it whole
-		}
-	}
-	n := len(c.out)
-	release := n
-	if !final {
-		release = max(n-(c.m.MaxLen()-1), 0)
-	}
-	c.tailOrig = append(c.tailOrig[:0], c.orig[release:]...)
-	c.tailOut = append(c.tailOut[:0], c.out[release:]...)
-	res := c.out[:release]
-	if final && cap(c.out) > chunkKeepMax {
-		c.orig, c.out = nil, nil // res still points at the old buffer
-	}
-	return res
+	return c.c.Next(p, final, chunkKeepMax)
 }

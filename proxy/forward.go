@@ -69,9 +69,6 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 	if !ok {
 		return
 	}
-	if scrub != nil {
-		out.Header.Set("Accept-Encoding", "identity")
-	}
 
 	sent := time.Now()
 	resp, err := s.transport.RoundTrip(out)
@@ -133,7 +130,8 @@ func (s *Server) passResponse(w http.ResponseWriter, x *exchange, resp *http.Res
 }
 
 // applyCredential injects inj (when set) into out and returns the scrubber
-// for the response; on failure it answers the client (502) and returns
+// for the response, asking the upstream for an identity-encoded one the
+// scrubber can read; on failure it answers the client (502) and returns
 // false.
 func (s *Server) applyCredential(w http.ResponseWriter, x *exchange, inj *credentials.Injector, out *http.Request) (*credentials.Scrubber, bool) {
 	if inj == nil {
@@ -147,6 +145,9 @@ func (s *Server) applyCredential(w http.ResponseWriter, x *exchange, inj *creden
 			fmt.Sprintf("the %s credential of %s could not be produced (its source failed); ask the operator to check `aileron-proxy credential list`",
 				x.ev.CredentialKind, x.ev.ConnectorFQN))
 		return nil, false
+	}
+	if scrub != nil {
+		out.Header.Set("Accept-Encoding", "identity")
 	}
 	return scrub, true
 }

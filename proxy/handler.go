@@ -150,7 +150,7 @@ func (s *Server) approvalForced(r *http.Request) bool {
 	key := r.Header.Get(contract.HeaderInternal)
 	return key != "" && len(s.internalKey) > 0 &&
 		subtle.ConstantTimeCompare([]byte(key), s.internalKey) == 1 &&
-		r.Header.Get(HeaderApproval) == ApprovalRequiredValue
+		r.Header.Get(contract.HeaderApproval) == contract.ApprovalRequired
 }
 
 // internalHeaders honours X-Aileron-Source and X-Aileron-Audit-Args only

@@ -180,6 +180,11 @@ func TestWebSocketEcho(t *testing.T) {
 	if h.Get("Sec-Websocket-Extensions") != "" {
 		t.Errorf("upstream handshake offered extensions %q; the proxy must drop them", h.Get("Sec-Websocket-Extensions"))
 	}
+	if got := h.Get("Accept-Encoding"); got != "identity" {
+		// A refusal of the handshake (non-101) is passed on scrubbed, so it
+		// must not come back compressed.
+		t.Errorf("upstream handshake Accept-Encoding = %q, want identity", got)
+	}
 	if _, dup := h["X-Aileron-Internal"]; dup || h.Get("Proxy-Authorization") != "" {
 		t.Errorf("upstream handshake carries proxy headers: %v", h)
 	}

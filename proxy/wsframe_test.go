@@ -71,3 +71,42 @@ func minimalLength(raw []byte) bool {
 	}
 	return true
 }
+
+// writeCounter records each Write it receives.
+type writeCounter struct{ writes [][]byte }
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, append([]byte(nil), p...))
+	return len(p), nil
+}
+
+// TestWSPeerWriteCoalesces shows a small frame goes out in one Write (one
+// TLS record, one system call) and a large one as header then payload.
+func TestWSPeerWriteCoalesces(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		size   int
+		writes int
+	}{
+		{"empty", 0, 1},
+		{"small", 20, 1},
+		{"largest coalesced", wsCoalesceMax - 4, 1},
+		{"large", wsCoalesceMax, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &writeCounter{}
+			p := &wsPeer{w: w}
+			payload := bytes.Repeat([]byte("x"), tc.size)
+			hdr := appendWSHeader(nil, true, wsOpBinary, len(payload), nil)
+			if err := p.write(hdr, payload); err != nil {
+				t.Fatal(err)
+			}
+			if len(w.writes) != tc.writes {
+				t.Fatalf("write(%d-byte frame) made %d Writes, want %d", tc.size, len(w.writes), tc.writes)
+			}
+			if got := bytes.Join(w.writes, nil); !bytes.Equal(got, append(hdr, payload...)) {
+				t.Fatalf("write(%d-byte frame) sent %d bytes, want the header and payload", tc.size, len(got))
+			}
+		})
+	}
+}

@@ -25,7 +25,15 @@ type wsPeer struct {
 	close  func()
 	masked bool // frames the proxy originates toward it are masked (the upstream)
 	dead   bool // under mu: closed, write nothing more (an HTTP/2 handler may have returned)
+	// frame is where write joins a small frame's header and payload
+	// (under mu), grown on first use to at most wsCoalesceMax.
+	frame []byte
 }
+
+// wsCoalesceMax is the largest frame, header included, that write sends
+// with one Write: over a TLS connection two Writes are two records and two
+// system calls, which dominate the cost of a small frame.
+const wsCoalesceMax = 14 + 1024
 
 // shut closes the peer for good.
 func (p *wsPeer) shut() {
@@ -42,12 +50,19 @@ func (p *wsPeer) write(hdr, payload []byte) error {
 	if p.dead {
 		return net.ErrClosed
 	}
-	if _, err := p.w.Write(hdr); err != nil {
-		return err
-	}
-	if len(payload) > 0 {
-		if _, err := p.w.Write(payload); err != nil {
+	if n := len(hdr) + len(payload); n <= wsCoalesceMax && len(payload) > 0 {
+		p.frame = append(append(p.frame[:0], hdr...), payload...)
+		if _, err := p.w.Write(p.frame); err != nil {
 			return err
+		}
+	} else {
+		if _, err := p.w.Write(hdr); err != nil {
+			return err
+		}
+		if len(payload) > 0 {
+			if _, err := p.w.Write(payload); err != nil {
+				return err
+			}
 		}
 	}
 	if p.flush != nil {
