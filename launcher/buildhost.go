@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -59,8 +60,16 @@ func hostNPMRegistry(ctx context.Context) string {
 	if err != nil {
 		return ""
 	}
-	reg := strings.TrimSpace(string(out))
-	if !strings.HasPrefix(reg, "https://") && !strings.HasPrefix(reg, "http://") {
+	return buildRegistryArg(string(out))
+}
+
+// buildRegistryArg is reg (npm's answer) when it can be a build argument:
+// an http(s) URL without userinfo, since build arguments reach the
+// runtime's argv and the image history; "" otherwise.
+func buildRegistryArg(reg string) string {
+	reg = strings.TrimSpace(reg)
+	u, err := url.Parse(reg)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
 		return ""
 	}
 	return reg
