@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -133,11 +132,7 @@ func withHostRegistries(ctx context.Context, req *BuildRequest, dockerfile []byt
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return
-		}
-	}()
+	go func() { _ = srv.Serve(ln) }() // ends with ErrServerClosed on stop
 	setArg(BuildArgCAURL, "http://"+ln.Addr().String()+path)
 	req.Network = "host"
 	return func() { _ = srv.Close() }, nil
