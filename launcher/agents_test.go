@@ -175,3 +175,19 @@ func TestCheckAgentRecipe(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildRegistryArg(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://registry.npmjs.org/\n", "https://registry.npmjs.org/"},
+		{"http://10.0.0.5:4873/", "http://10.0.0.5:4873/"},
+		{"https://user:s3cret@npm.example/", ""}, // userinfo would reach argv and the image history
+		{"https://tok@npm.example/", ""},
+		{"undefined", ""},
+		{"file:///tmp/r", ""},
+		{"https://", ""},
+	} {
+		if got := buildRegistryArg(tc.in); got != tc.want {
+			t.Errorf("buildRegistryArg(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

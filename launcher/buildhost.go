@@ -5,10 +5,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -59,8 +59,16 @@ func hostNPMRegistry(ctx context.Context) string {
 	if err != nil {
 		return ""
 	}
-	reg := strings.TrimSpace(string(out))
-	if !strings.HasPrefix(reg, "https://") && !strings.HasPrefix(reg, "http://") {
+	return buildRegistryArg(string(out))
+}
+
+// buildRegistryArg is reg (npm's answer) when it can be a build argument:
+// an http(s) URL without userinfo, since build arguments reach the
+// runtime's argv and the image history; "" otherwise.
+func buildRegistryArg(reg string) string {
+	reg = strings.TrimSpace(reg)
+	u, err := url.Parse(reg)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
 		return ""
 	}
 	return reg
@@ -124,11 +132,7 @@ func withHostRegistries(ctx context.Context, req *BuildRequest, dockerfile []byt
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return
-		}
-	}()
+	go func() { _ = srv.Serve(ln) }() // ends with ErrServerClosed on stop
 	setArg(BuildArgCAURL, "http://"+ln.Addr().String()+path)
 	req.Network = "host"
 	return func() { _ = srv.Close() }, nil

@@ -83,7 +83,7 @@ func (f *OCIFeatureFetcher) Fetch(ref string) (dir, digest string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	rc, err := blob.Compressed() // the blob as stored; verified against its digest
+	rc, err := blob.Compressed() // the blob as stored; verified against its digest at EOF
 	if err != nil {
 		return "", "", err
 	}
@@ -98,6 +98,11 @@ func (f *OCIFeatureFetcher) Fetch(ref string) (dir, digest string, err error) {
 	defer os.RemoveAll(tmp)
 	if err := extractFeature(rc, tmp); err != nil {
 		return "", "", fmt.Errorf("extracting %s: %w", ref, err)
+	}
+	// The digest is checked when rc reaches EOF, which the tar reader,
+	// stopping at the end-of-archive blocks, never asks for.
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		return "", "", fmt.Errorf("verifying %s: %w", ref, err)
 	}
 	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
 		if _, statErr := os.Stat(filepath.Join(dir, "devcontainer-feature.json")); statErr != nil {

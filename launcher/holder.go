@@ -165,14 +165,13 @@ func hardeningSummary(p *Plan) string {
 
 // pidsLimit is the agent container's effective pids limit: the
 // devcontainer's runArgs --pids-limit when it sets one (runArgs come last
-// on the run line, so that value wins), else DefaultPidsLimit.
+// on the run line, so that value wins), else DefaultPidsLimit. RunArgs
+// hold flags with values only as --flag=value (allowedFlags).
 func (p *Plan) pidsLimit() string {
 	limit := strconv.Itoa(DefaultPidsLimit)
-	for i, a := range p.RunArgs {
+	for _, a := range p.RunArgs {
 		if v, ok := strings.CutPrefix(a, "--pids-limit="); ok {
 			limit = v + " (runArgs)"
-		} else if a == "--pids-limit" && i+1 < len(p.RunArgs) {
-			limit = p.RunArgs[i+1] + " (runArgs)"
 		}
 	}
 	return limit

@@ -91,6 +91,8 @@ func runExec(req helperExecRequest, aborted <-chan struct{}) (res *api.SandboxEx
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
+		outR.Close()
+		outW.Close()
 		return nil, nil, err
 	}
 	stdout, stderr := &cappedBuffer{max: limit}, &cappedBuffer{max: limit}

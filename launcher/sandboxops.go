@@ -2,14 +2,12 @@ package launcher
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/api"
@@ -25,7 +23,7 @@ type helperCall struct {
 	stdinW *os.File
 	out    *bufio.Reader
 	outR   *io.PipeReader
-	stderr *syncBuffer
+	stderr *cappedBuffer
 	// done closes when the runtime CLI has exited, with its error in err.
 	done chan struct{}
 	err  error
@@ -55,7 +53,7 @@ func (sb *sandbox) startHelper(ctx context.Context, verb string, req any) (*help
 		return nil, fmt.Errorf("starting the sandbox helper: %w", err)
 	}
 	outR, outW := io.Pipe()
-	c := &helperCall{sb: sb, stdinW: inW, out: bufio.NewReaderSize(outR, 64<<10), outR: outR, stderr: &syncBuffer{}, done: make(chan struct{}), end: end}
+	c := &helperCall{sb: sb, stdinW: inW, out: bufio.NewReaderSize(outR, 64<<10), outR: outR, stderr: &cappedBuffer{max: 64 << 10}, done: make(chan struct{}), end: end}
 	info := sb.Info()
 	// The runtime CLI outlives cctx by a bounded time: closing stdin (on
 	// cctx's end) lets the helper stop what it started first.
@@ -242,26 +240,4 @@ func (sb *sandbox) FS(ctx context.Context, verb string, req api.SandboxFSRequest
 	}
 	c.finish()
 	return &api.SandboxFSResult{Stat: st.Stat, Names: st.Names}, nil
-}
-
-// syncBuffer keeps the first 64 KiB written to it, safe for concurrent
-// use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() > 64<<10 {
-		return len(p), nil
-	}
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
