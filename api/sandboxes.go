@@ -367,13 +367,14 @@ func (s *Server) sandboxReadFile(c echo.Context) error {
 		s.recordSandboxCall(ev, err)
 		return sandboxError(err, p)
 	}
-	defer rc.Close()
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEOctetStream)
 	c.Response().WriteHeader(http.StatusOK)
 	n, err := io.Copy(c.Response(), rc)
 	ev.BytesOut = n
-	if err == nil {
-		err = rc.Close()
+	// Close once: its error (say, the reader's command failing) counts
+	// when the copy itself succeeded.
+	if cerr := rc.Close(); err == nil {
+		err = cerr
 	}
 	s.recordSandboxCall(ev, err)
 	if err != nil {
