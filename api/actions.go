@@ -71,7 +71,7 @@ func (s *Server) runAction(c echo.Context) error {
 			with("problems", out)
 		return s.actionRun(sess, name, inst, e)
 	}
-	_, err := s.run(c, sess, inst.Target.ConnectorFQN, inst.Target.Tool, inst.Target.Operation.Name, args,
+	err := s.run(c, sess, inst.Target.ConnectorFQN, inst.Target.Tool, inst.Target.Operation.Name, args,
 		outbound{action: name, approval: act.ApprovalRequired})
 	if err == nil {
 		_ = s.actionRun(sess, name, inst, nil, c.Response().Status)
