@@ -226,14 +226,8 @@ func (s *Server) run(c echo.Context, sess *session.Session, fqn, tool, opName st
 	op := m.Operation
 	cl, problems := buildCall(op, args)
 	if len(problems) > 0 {
-		msgs := make([]string, len(problems))
-		for i, p := range problems {
-			msgs[i] = p.Arg + ": " + p.Message
-		}
 		return s.refused(sess, SourceRunEndpoint, m.ConnectorFQN, m.Tool, op.Name,
-			apiErr(http.StatusBadRequest, CodeInvalidArgs,
-				fmt.Sprintf("the args of %s %s do not match its inputs: %s", m.Tool, op.Name, strings.Join(msgs, "; "))).
-				with("problems", problems))
+			invalidArgs(m.Tool+" "+op.Name, problems))
 	}
 	return s.forward(c, outbound{
 		sess:       sess,
