@@ -41,10 +41,12 @@ func newAuthThrottle(reg prometheus.Registerer) (*authThrottle, error) {
 	return t, nil
 }
 
-// Keys of the API's backoff besides session IDs.
+// Keys of the API's backoff: the admin token, and a prefix before the
+// session or sandbox ID the request names.
 const (
 	throttleAdmin   = "admin"
 	throttleSession = "session:"
+	throttleSandbox = "sandbox:"
 )
 
 // checkThrottle refuses c with 429 and Retry-After while its source is

@@ -225,10 +225,13 @@ func (s *Server) sandboxes() (SandboxManager, error) {
 }
 
 // requireSandbox authenticates the sandbox's control token. An unknown ID
-// and a wrong token answer alike, so IDs cannot be probed.
+// and a wrong token answer alike, so IDs cannot be probed. Failures back
+// off per sandbox ID, as sessions do per session ID: every client calls
+// from loopback, so one shared key would let one client's wrong token
+// throttle every sandbox.
 func (s *Server) requireSandbox(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		key := throttleSession + "sandbox"
+		key := throttleSandbox + c.Param("id")
 		if err := s.checkThrottle(c, key); err != nil {
 			return err
 		}
