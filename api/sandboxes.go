@@ -32,10 +32,13 @@ const (
 	SandboxMaxFileBytes = 256 << 20
 )
 
-// Sandbox error codes (internal/contract declares them).
+// Sandbox error codes (internal/contract declares the first two).
 const (
 	CodeSandboxGone     = contract.CodeSandboxGone
 	CodeSandboxNotFound = contract.CodeSandboxNotFound
+	// CodeSandboxFailed answers a POST /v1/sandboxes the launcher could
+	// not start (422); the message says why.
+	CodeSandboxFailed = "sandbox_failed"
 )
 
 // ErrSandboxGone is returned by a Sandbox whose container died or was
@@ -280,7 +283,7 @@ func (s *Server) createSandbox(c echo.Context) error {
 	if err != nil {
 		// The launcher's errors say what failed and how to fix it; they
 		// carry no secrets.
-		return apiErr(http.StatusUnprocessableEntity, "sandbox_failed", err.Error())
+		return apiErr(http.StatusUnprocessableEntity, CodeSandboxFailed, err.Error())
 	}
 	s.cfg.Audit.Record(audit.Event{Event: audit.EventSandboxCreated, SessionID: sb.SessionID,
 		Fields: map[string]string{"sandbox_id": sb.ID, "runtime": sb.Runtime}})
