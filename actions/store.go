@@ -163,6 +163,12 @@ func Validate(path string, conns []policy.Connector) ([]*Action, error) {
 	if err != nil {
 		return nil, err
 	}
+	return validateManifests(ms, conns)
+}
+
+// validateManifests parses and checks manifests already read, as Validate
+// describes.
+func validateManifests(ms []manifest, conns []policy.Connector) ([]*Action, error) {
 	var errs []error
 	var out []*Action
 	for _, m := range ms {
@@ -194,11 +200,12 @@ func Validate(path string, conns []policy.Connector) ([]*Action, error) {
 // manifest already present changes nothing. Each manifest is written to
 // tmp/, synced and renamed to sha256/<hex> under the store's lock.
 func (s *Store) Install(path string, conns []policy.Connector) ([]Installed, error) {
-	if _, err := Validate(path, conns); err != nil {
-		return nil, err
-	}
+	// Read once: the bytes validated are the bytes installed.
 	ms, err := readManifests(path)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := validateManifests(ms, conns); err != nil {
 		return nil, err
 	}
 	for _, d := range []string{s.hashDir(), s.tmpDir()} {

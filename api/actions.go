@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -61,17 +60,12 @@ func (s *Server) runAction(c echo.Context) error {
 	args, problems := act.Merge(req.Args)
 	if len(problems) > 0 {
 		out := make([]ArgProblem, len(problems))
-		msgs := make([]string, len(problems))
 		for i, p := range problems {
 			out[i] = ArgProblem{Arg: p.Arg, Message: p.Message}
-			msgs[i] = p.Arg + ": " + p.Message
 		}
-		e := apiErr(http.StatusBadRequest, CodeInvalidArgs,
-			fmt.Sprintf("the args of action %s do not match its inputs: %s", name, strings.Join(msgs, "; "))).
-			with("problems", out)
-		return s.actionRun(sess, name, inst, e)
+		return s.actionRun(sess, name, inst, invalidArgs("action "+name, out))
 	}
-	_, err := s.run(c, sess, inst.Target.ConnectorFQN, inst.Target.Tool, inst.Target.Operation.Name, args,
+	err := s.run(c, sess, inst.Target.ConnectorFQN, inst.Target.Tool, inst.Target.Operation.Name, args,
 		outbound{action: name, approval: act.ApprovalRequired})
 	if err == nil {
 		_ = s.actionRun(sess, name, inst, nil, c.Response().Status)

@@ -25,6 +25,19 @@ type ArgProblem struct {
 	Message string `json:"message"`
 }
 
+// invalidArgs is the 400 invalid_args error for the args of what (an
+// operation or an action), listing every problem in the message and in
+// the "problems" field.
+func invalidArgs(what string, problems []ArgProblem) *Error {
+	msgs := make([]string, len(problems))
+	for i, p := range problems {
+		msgs[i] = p.Arg + ": " + p.Message
+	}
+	return apiErr(http.StatusBadRequest, CodeInvalidArgs,
+		fmt.Sprintf("the args of %s do not match its inputs: %s", what, strings.Join(msgs, "; "))).
+		with("problems", problems)
+}
+
 // call is an upstream request built from an operation and its args.
 type call struct {
 	method      string

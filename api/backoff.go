@@ -11,12 +11,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/proxy"
 )
 
 // CodeAuthThrottled answers a request refused, unchecked, because its
-// source sent wrong tokens too often.
-const CodeAuthThrottled = "auth_throttled"
+// source sent wrong tokens too often (the proxy's code too).
+const CodeAuthThrottled = contract.CodeAuthThrottled
 
 // authThrottle is the API's backoff for failed authentication: the proxy's
 // AuthBackoff keyed by the client address and the credential it aims at
@@ -40,10 +41,12 @@ func newAuthThrottle(reg prometheus.Registerer) (*authThrottle, error) {
 	return t, nil
 }
 
-// Keys of the API's backoff besides session IDs.
+// Keys of the API's backoff: the admin token, and a prefix before the
+// session or sandbox ID the request names.
 const (
 	throttleAdmin   = "admin"
 	throttleSession = "session:"
+	throttleSandbox = "sandbox:"
 )
 
 // checkThrottle refuses c with 429 and Retry-After while its source is
@@ -67,7 +70,7 @@ func (s *Server) authFailed(c echo.Context, key string) {
 	if !s.throttle.backoff.Fail(src, key) {
 		return
 	}
-	s.cfg.Audit.Record(audit.Event{Event: audit.EventDenied, Decision: "denied", Reason: CodeAuthThrottled,
+	s.cfg.Audit.Record(audit.Event{Event: audit.EventDenied, Decision: contract.DecisionDenied, Reason: CodeAuthThrottled.String(),
 		Status: http.StatusTooManyRequests, Method: c.Request().Method, Path: c.Path(), Source: "api",
 		Fields: map[string]string{"client": src}})
 	s.log.Warn("api authentication throttled", zap.String("client", src), zap.String("route", c.Path()))

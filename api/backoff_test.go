@@ -43,7 +43,7 @@ func TestAPIAuthBackoff(t *testing.T) {
 	}
 	bursts := 0
 	for _, ev := range h.audit.byName(audit.EventDenied) {
-		if ev.Reason == CodeAuthThrottled {
+		if ev.Reason == CodeAuthThrottled.String() {
 			bursts++
 		}
 	}

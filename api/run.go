@@ -212,32 +212,24 @@ func (s *Server) runOperation(c echo.Context) error {
 	if err := missingFields([2]string{"connector_fqn", req.ConnectorFQN}, [2]string{"tool", req.Tool}, [2]string{"operation", req.Operation}); err != nil {
 		return err
 	}
-	_, err := s.run(c, sess, req.ConnectorFQN, req.Tool, req.Operation, req.Args, outbound{})
-	return err
+	return s.run(c, sess, req.ConnectorFQN, req.Tool, req.Operation, req.Args, outbound{})
 }
 
 // run is the run endpoint's path for fqn/tool/op with args: look the
 // operation up in the session's scope, build the call from the args and
 // send it through the proxy. extra carries the action fields of outbound.
-// It returns the matched operation (nil when the lookup failed).
-func (s *Server) run(c echo.Context, sess *session.Session, fqn, tool, opName string, args map[string]any, extra outbound) (*policy.Match, error) {
+func (s *Server) run(c echo.Context, sess *session.Session, fqn, tool, opName string, args map[string]any, extra outbound) error {
 	_, m, err := s.lookupOperation(sess, SourceRunEndpoint, CodeOperationNotFound, fqn, tool, opName)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	op := m.Operation
 	cl, problems := buildCall(op, args)
 	if len(problems) > 0 {
-		msgs := make([]string, len(problems))
-		for i, p := range problems {
-			msgs[i] = p.Arg + ": " + p.Message
-		}
-		return m, s.refused(sess, SourceRunEndpoint, m.ConnectorFQN, m.Tool, op.Name,
-			apiErr(http.StatusBadRequest, CodeInvalidArgs,
-				fmt.Sprintf("the args of %s %s do not match its inputs: %s", m.Tool, op.Name, strings.Join(msgs, "; "))).
-				with("problems", problems))
+		return s.refused(sess, SourceRunEndpoint, m.ConnectorFQN, m.Tool, op.Name,
+			invalidArgs(m.Tool+" "+op.Name, problems))
 	}
-	return m, s.forward(c, outbound{
+	return s.forward(c, outbound{
 		sess:       sess,
 		call:       cl,
 		idempotent: op.Idempotency.IsRetryable(),

@@ -32,10 +32,13 @@ const (
 	SandboxMaxFileBytes = 256 << 20
 )
 
-// Sandbox error codes (internal/contract declares them).
+// Sandbox error codes (internal/contract declares the first two).
 const (
 	CodeSandboxGone     = contract.CodeSandboxGone
 	CodeSandboxNotFound = contract.CodeSandboxNotFound
+	// CodeSandboxFailed answers a POST /v1/sandboxes the launcher could
+	// not start (422); the message says why.
+	CodeSandboxFailed = "sandbox_failed"
 )
 
 // ErrSandboxGone is returned by a Sandbox whose container died or was
@@ -225,10 +228,13 @@ func (s *Server) sandboxes() (SandboxManager, error) {
 }
 
 // requireSandbox authenticates the sandbox's control token. An unknown ID
-// and a wrong token answer alike, so IDs cannot be probed.
+// and a wrong token answer alike, so IDs cannot be probed. Failures back
+// off per sandbox ID, as sessions do per session ID: every client calls
+// from loopback, so one shared key would let one client's wrong token
+// throttle every sandbox.
 func (s *Server) requireSandbox(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		key := throttleSession + "sandbox"
+		key := throttleSandbox + c.Param("id")
 		if err := s.checkThrottle(c, key); err != nil {
 			return err
 		}
@@ -277,7 +283,7 @@ func (s *Server) createSandbox(c echo.Context) error {
 	if err != nil {
 		// The launcher's errors say what failed and how to fix it; they
 		// carry no secrets.
-		return apiErr(http.StatusUnprocessableEntity, "sandbox_failed", err.Error())
+		return apiErr(http.StatusUnprocessableEntity, CodeSandboxFailed, err.Error())
 	}
 	s.cfg.Audit.Record(audit.Event{Event: audit.EventSandboxCreated, SessionID: sb.SessionID,
 		Fields: map[string]string{"sandbox_id": sb.ID, "runtime": sb.Runtime}})
@@ -367,13 +373,14 @@ func (s *Server) sandboxReadFile(c echo.Context) error {
 		s.recordSandboxCall(ev, err)
 		return sandboxError(err, p)
 	}
-	defer rc.Close()
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEOctetStream)
 	c.Response().WriteHeader(http.StatusOK)
 	n, err := io.Copy(c.Response(), rc)
 	ev.BytesOut = n
-	if err == nil {
-		err = rc.Close()
+	// Close once: its error (say, the reader's command failing) counts
+	// when the copy itself succeeded.
+	if cerr := rc.Close(); err == nil {
+		err = cerr
 	}
 	s.recordSandboxCall(ev, err)
 	if err != nil {

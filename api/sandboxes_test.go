@@ -171,3 +171,26 @@ func TestSandboxRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxAuthBackoff: wrong tokens for one sandbox throttle that
+// sandbox's calls from the address, not another sandbox's.
+func TestSandboxAuthBackoff(t *testing.T) {
+	a := &fakeSandbox{info: SandboxInfo{ID: "sbx_a", SessionID: "ses_a"}, token: "tok-a", written: map[string]string{}}
+	b := &fakeSandbox{info: SandboxInfo{ID: "sbx_b", SessionID: "ses_b"}, token: "tok-b", written: map[string]string{}}
+	h := newHarness(t, harnessOptions{mutate: func(c *Config) {
+		c.Sandboxes = fakeManager{"sbx_a": a, "sbx_b": b}
+	}})
+	throttled := false
+	for i := 0; i < 200 && !throttled; i++ {
+		throttled = h.do(http.MethodGet, "/v1/sandboxes/sbx_b", "wrong-token", nil).status == http.StatusTooManyRequests
+	}
+	if !throttled {
+		t.Fatal("200 wrong tokens for sbx_b were never throttled (429)")
+	}
+	if r := h.do(http.MethodGet, "/v1/sandboxes/sbx_b", "tok-b", nil); r.status != http.StatusTooManyRequests || r.errCode(t) != CodeAuthThrottled {
+		t.Errorf("right token for the throttled sbx_b = %d %s, want 429 %s", r.status, r.body, CodeAuthThrottled)
+	}
+	if r := h.do(http.MethodGet, "/v1/sandboxes/sbx_a", "tok-a", nil); r.status != http.StatusOK {
+		t.Errorf("sbx_a with its token while sbx_b is throttled = %d %s, want 200", r.status, r.body)
+	}
+}

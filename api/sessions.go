@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -98,7 +97,7 @@ func ParseTTL(s string) (time.Duration, error) {
 	} else {
 		var err error
 		d, err = time.ParseDuration(s)
-		if err != nil && durationOverflows(s) {
+		if err != nil && durationRE.MatchString(s) {
 			return 0, ttlTooLong(s)
 		}
 		if err != nil || d <= 0 {
@@ -111,30 +110,10 @@ func ParseTTL(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// durationRE is the grammar of a positive time.ParseDuration string.
+// durationRE is the grammar of a positive time.ParseDuration string: a
+// string it matches that ParseDuration still refuses can only be too large
+// for time.Duration (ParseDuration reports that as merely invalid).
 var durationRE = regexp.MustCompile(`^\+?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$`)
-
-// durationUnits are the units of durationRE in seconds.
-var durationUnits = map[string]float64{"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
-
-// durationOverflows reports whether s is a well-formed duration too large
-// for time.Duration, which time.ParseDuration refuses as merely invalid.
-func durationOverflows(s string) bool {
-	if !durationRE.MatchString(s) {
-		return false
-	}
-	total := 0.0
-	for _, m := range durationPartRE.FindAllStringSubmatch(s, -1) {
-		v, err := strconv.ParseFloat(m[1], 64)
-		if err != nil {
-			return true // only a value out of float64's range fails here
-		}
-		total += v * durationUnits[m[2]]
-	}
-	return total >= float64(math.MaxInt64)/1e9
-}
-
-var durationPartRE = regexp.MustCompile(`([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)`)
 
 func ttlTooLong(s string) error {
 	return fmt.Errorf("ttl %q exceeds the maximum of %s (%dd); use a shorter ttl", s, session.MaxTTL, session.MaxTTL/(24*time.Hour))

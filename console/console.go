@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -104,7 +105,8 @@ type Console struct {
 	cfg Config
 	log *zap.Logger
 	mux *http.ServeMux
-	hub *hub
+	// viewers counts the open event streams (events.go).
+	viewers atomic.Int64
 
 	mu      sync.Mutex
 	codes   map[[sha256.Size]byte]time.Time // digest → expiry
@@ -150,7 +152,6 @@ func New(cfg Config) (*Console, error) {
 		codes:   map[[sha256.Size]byte]time.Time{},
 		signins: map[[sha256.Size]byte]signin{},
 	}
-	c.hub = newHub(c)
 	c.mux = c.routes()
 	return c, nil
 }
@@ -243,7 +244,7 @@ func (c *Console) signedIn(r *http.Request) (signin, bool) {
 // HasViewer reports whether a browser has the console open (an event
 // stream is connected), so the launcher can stay quiet about held
 // approvals.
-func (c *Console) HasViewer() bool { return c.hub.viewers() > 0 }
+func (c *Console) HasViewer() bool { return c.viewers.Load() > 0 }
 
 // ServeHTTP serves the console's routes.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/approval"
@@ -15,16 +14,6 @@ import (
 
 // heartbeat is how often an idle event stream sends a comment line.
 const heartbeat = 15 * time.Second
-
-// hub counts the open event streams.
-type hub struct {
-	c *Console
-	n atomic.Int64
-}
-
-func newHub(c *Console) *hub { return &hub{c: c} }
-
-func (h *hub) viewers() int64 { return h.n.Load() }
 
 // state is a fingerprint of what each page shows.
 type state struct {
@@ -80,8 +69,8 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, _ signin) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	c.hub.n.Add(1)
-	defer c.hub.n.Add(-1)
+	c.viewers.Add(1)
+	defer c.viewers.Add(-1)
 	if _, err := fmt.Fprint(w, "retry: 1000\n: connected\n\n"); err != nil {
 		return
 	}

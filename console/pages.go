@@ -159,24 +159,14 @@ func (c *Console) snapshot() *policy.Snapshot {
 	return c.cfg.Policy()
 }
 
-// lookupOperation finds an operation in snap; nil when it is not there.
+// lookupOperation finds an operation in snap (policy's Lookup, scoped to
+// its one connector); nil when it is not there.
 func lookupOperation(snap *policy.Snapshot, fqn, tool, op string) *policy.Operation {
-	conn, ok := snap.Connector(fqn)
-	if !ok || conn.Spec == nil {
+	m, err := snap.Lookup(policy.NewScope([]string{fqn}), fqn, tool, op)
+	if err != nil {
 		return nil
 	}
-	for i := range conn.Spec.Tools {
-		t := &conn.Spec.Tools[i]
-		if t.Name != tool {
-			continue
-		}
-		for j := range t.Operations {
-			if t.Operations[j].Name == op {
-				return &t.Operations[j]
-			}
-		}
-	}
-	return nil
+	return m.Operation
 }
 
 // decide is POST /ui/approvals/{id} with decision=approve|deny and
