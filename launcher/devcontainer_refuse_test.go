@@ -194,13 +194,14 @@ func TestPlanUsersGolden(t *testing.T) {
 	}
 }
 
-// TestRunArgsVariables: runArgs values are substituted like the rest of
-// the file, each staying one argv element.
-func TestRunArgsVariables(t *testing.T) {
-	dir := refusedProject(t, `"runArgs": ["--label=owner=${localEnv:RUNARG_OWNER}", "--hostname=${localEnv:RUNARG_HOST:box}"]`)
+// TestRunArgsNotSubstituted: runArgs are used as written, so a
+// ${localEnv:...} value can neither carry a reserved dev.aileron.* label
+// past the check nor reach the runtime's argv.
+func TestRunArgsNotSubstituted(t *testing.T) {
+	dir := refusedProject(t, `"runArgs": ["--label=${localEnv:RUNARG_LABEL}", "--hostname=${localEnv:RUNARG_HOST:box}"]`)
 	env := func(k string) (string, bool) {
-		if k == "RUNARG_OWNER" {
-			return "me --privileged", true
+		if k == "RUNARG_LABEL" {
+			return "dev.aileron.managed=true", true
 		}
 		return "", false
 	}
@@ -208,7 +209,7 @@ func TestRunArgsVariables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"--label=owner=me --privileged", "--hostname=box"}; !reflect.DeepEqual(p.RunArgs, want) {
-		t.Errorf("RunArgs = %q, want %q", p.RunArgs, want)
+	if want := []string{"--label=${localEnv:RUNARG_LABEL}", "--hostname=${localEnv:RUNARG_HOST:box}"}; !reflect.DeepEqual(p.RunArgs, want) {
+		t.Errorf("RunArgs = %q, want them as written %q", p.RunArgs, want)
 	}
 }

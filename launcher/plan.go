@@ -233,9 +233,10 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 	if dc.Build != nil {
 		dc.Build.Args = substituteMap(dc.Build.Args, p.Vars(opts.LocalEnv, nil))
 	}
-	// runArgs are substituted like the rest (each stays one argv element;
-	// its flag was checked against the allow-list as written).
-	p.RunArgs, p.Refused = substituteAll(dc.RunArgs, p.Vars(opts.LocalEnv, nil)), append(p.Refused, dc.Refused...)
+	// runArgs are used as written: they were checked against the allow-list
+	// (and the reserved dev.aileron.* labels) as written, and they reach the
+	// runtime's argv, where no ${localEnv:...} value belongs.
+	p.RunArgs, p.Refused = dc.RunArgs, append(p.Refused, dc.Refused...)
 	p.User, p.ContainerUser = dc.RemoteUser, dc.ContainerUser
 	if p.User == "" {
 		p.User = dc.ContainerUser

@@ -122,18 +122,6 @@ func substituteMap(m map[string]string, vc VarContext) map[string]string {
 	return out
 }
 
-// substituteAll returns s with every element substituted; nil stays nil.
-func substituteAll(s []string, vc VarContext) []string {
-	if s == nil {
-		return nil
-	}
-	out := make([]string, len(s))
-	for i, v := range s {
-		out[i] = Substitute(v, vc)
-	}
-	return out
-}
-
 // DevContainerID is ${devcontainerId} for a project, derived like the
 // devcontainer CLI's from the labels it puts on the container
 // (devcontainer.local_folder and devcontainer.config_file): the SHA-256 of
