@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // testSpec is the connector every data-plane test installs.
@@ -153,7 +155,7 @@ func (e *env) assertNoCanary(t *testing.T) {
 // curl runs curl through the session's proxy trusting only the session CA.
 func (e *env) curl(t *testing.T, args ...string) (body string, code int) {
 	t.Helper()
-	requireTool(t, "curl")
+	testkit.RequireTool(t, "curl")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	full := append([]string{"-sS", "--proxy", e.s.ProxyURL, "--cacert", e.s.CAFile, "-w", "\n%{http_code}"}, args...)
@@ -467,7 +469,7 @@ func TestProxyPassthrough(t *testing.T) {
 	mustCLI(t, home, "", "connector", "install", spec)
 	startServe(t, home, nil, "--passthrough", "*.example.test", "--resolve", "pass.example.test:443="+up.addr)
 	s := createSession(t, home)
-	requireTool(t, "curl")
+	testkit.RequireTool(t, "curl")
 	// The client talks TLS with the upstream itself: it must trust the
 	// upstream's certificate, not the session CA.
 	cmd := exec.Command("curl", "-sS", "--proxy", s.ProxyURL, "--cacert", up.certFile, "https://pass.example.test/x")
@@ -481,7 +483,7 @@ func TestProxyPassthrough(t *testing.T) {
 
 func TestProxyPython(t *testing.T) {
 	e := newEnv(t)
-	py := requireTool(t, "python3")
+	py := testkit.RequireTool(t, "python3")
 	script := `
 import json, ssl, sys, urllib.request
 ctx = ssl.create_default_context(cafile=sys.argv[2])
@@ -504,7 +506,7 @@ func TestProxyLargeDownloadFlatMemory(t *testing.T) {
 	e := newEnv(t)
 	before := rssKiB(t, e.d.PID, "VmRSS")
 	const size = 1 << 30
-	requireTool(t, "curl")
+	testkit.RequireTool(t, "curl")
 	cmd := exec.Command("curl", "-sS", "--proxy", e.s.ProxyURL, "--cacert", e.s.CAFile, "-o", "/dev/null",
 		"-w", "%{http_code} %{size_download}", "https://api.example.test/v1/download/"+strconv.Itoa(size))
 	cmd.Env = cleanEnv()
