@@ -16,6 +16,8 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // signInLine matches the sign-in link serve logs at start.
@@ -29,7 +31,7 @@ const screenshotDir = "screenshots"
 // returns a chromedp context at 1280x800.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	exe := requireTool(t, "chromium")
+	exe := testkit.RequireTool(t, "chromium")
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe),
 		chromedp.UserDataDir(t.TempDir()),
@@ -129,7 +131,7 @@ func waitCurl(t *testing.T, ch <-chan [2]string) (string, string) {
 // in once, see held requests arrive live, approve one and deny another,
 // filter the audit and end a session.
 func TestConsoleInBrowser(t *testing.T) {
-	requireTool(t, "curl")
+	testkit.RequireTool(t, "curl")
 	e := newEnv(t, "--approval-timeout", "60s")
 	ctx := browser(t)
 

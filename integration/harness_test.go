@@ -373,16 +373,4 @@ func waitAudit(t *testing.T, home string, want map[string]any) map[string]any {
 	}
 }
 
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is required under CI=true (run .ci/setup)", name)
-		}
-		t.Skipf("%s not installed (run .ci/setup)", name)
-	}
-	return p
-}
-
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // TestServerImage builds the top-level Dockerfile (the aileron-proxy server
@@ -16,7 +18,7 @@ func TestServerImage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("image build skipped with -short")
 	}
-	docker := requireTool(t, "docker")
+	docker := testkit.RequireTool(t, "docker")
 	if err := exec.Command(docker, "info").Run(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("docker engine not answering under CI=true (run .ci/setup): %v", err)

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // testSpec is the connector every data-plane test installs.
@@ -135,16 +137,21 @@ func newEnv(t *testing.T, serveFlags ...string) *env {
 // assertNoCanary scans everything a sandbox or an operator could read.
 func (e *env) assertNoCanary(t *testing.T) {
 	t.Helper()
-	if strings.Contains(e.d.stderr.String(), canary) {
-		t.Errorf("serve's log contains the credential")
+	forms := testkit.SecretForms(canary)
+	for _, f := range forms {
+		if strings.Contains(e.d.stderr.String(), f) {
+			t.Errorf("serve's log contains the credential (as %q)", f)
+		}
 	}
 	_ = filepath.Walk(e.home, func(p string, info os.FileInfo, err error) error {
 		if err != nil || info.IsDir() || filepath.Base(p) == "credentials.json" {
 			return nil
 		}
 		raw, _ := os.ReadFile(p)
-		if strings.Contains(string(raw), canary) {
-			t.Errorf("%s contains the credential", p)
+		for _, f := range forms {
+			if strings.Contains(string(raw), f) {
+				t.Errorf("%s contains the credential (as %q)", p, f)
+			}
 		}
 		return nil
 	})
@@ -153,7 +160,7 @@ func (e *env) assertNoCanary(t *testing.T) {
 // curl runs curl through the session's proxy trusting only the session CA.
 func (e *env) curl(t *testing.T, args ...string) (body string, code int) {
 	t.Helper()
-	requireTool(t, "curl")
+	testkit.RequireTool(t, "curl")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	full := append([]string{"-sS", "--proxy", e.s.ProxyURL, "--cacert", e.s.CAFile, "-w", "\n%{http_code}"}, args...)
@@ -260,7 +267,14 @@ func TestProxyAllowsAndInjects(t *testing.T) {
 	}
 }
 
-func redactCanary(s string) string { return strings.ReplaceAll(s, canary, "<canary>") }
+// redactCanary hides the credential, in each of its encodings, from text a
+// test logs or reports.
+func redactCanary(s string) string {
+	for _, f := range testkit.SecretForms(canary) {
+		s = strings.ReplaceAll(s, f, "<canary>")
+	}
+	return s
+}
 
 func TestProxyGoClientHTTP1AndHTTP2(t *testing.T) {
 	e := newEnv(t)
@@ -467,7 +481,7 @@ func TestProxyPassthrough(t *testing.T) {
 	mustCLI(t, home, "", "connector", "install", spec)
 	startServe(t, home, nil, "--passthrough", "*.example.test", "--resolve", "pass.example.test:443="+up.addr)
 	s := createSession(t, home)
-	requireTool(t, "curl")
+	testkit.RequireTool(t, "curl")
 	// The client talks TLS with the upstream itself: it must trust the
 	// upstream's certificate, not the session CA.
 	cmd := exec.Command("curl", "-sS", "--proxy", s.ProxyURL, "--cacert", up.certFile, "https://pass.example.test/x")
@@ -481,7 +495,7 @@ func TestProxyPassthrough(t *testing.T) {
 
 func TestProxyPython(t *testing.T) {
 	e := newEnv(t)
-	py := requireTool(t, "python3")
+	py := testkit.RequireTool(t, "python3")
 	script := `
 import json, ssl, sys, urllib.request
 ctx = ssl.create_default_context(cafile=sys.argv[2])
@@ -504,7 +518,7 @@ func TestProxyLargeDownloadFlatMemory(t *testing.T) {
 	e := newEnv(t)
 	before := rssKiB(t, e.d.PID, "VmRSS")
 	const size = 1 << 30
-	requireTool(t, "curl")
+	testkit.RequireTool(t, "curl")
 	cmd := exec.Command("curl", "-sS", "--proxy", e.s.ProxyURL, "--cacert", e.s.CAFile, "-o", "/dev/null",
 		"-w", "%{http_code} %{size_download}", "https://api.example.test/v1/download/"+strconv.Itoa(size))
 	cmd.Env = cleanEnv()

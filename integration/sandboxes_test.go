@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 	"github.com/aileron-dev/aileron-proxy/launcher"
 )
 
@@ -264,7 +265,7 @@ func TestSandboxUpExecFiles(t *testing.T) {
 		}
 		// With a terminal on its stdin (script(1) makes one), exec gives the
 		// command a terminal too.
-		tty := exec.Command(requireTool(t, "script"), "-qec", binPath+" --home "+e.home+" sandbox exec "+sb.ID+
+		tty := exec.Command(testkit.RequireTool(t, "script"), "-qec", binPath+" --home "+e.home+" sandbox exec "+sb.ID+
 			" -- sh -c 'test -t 0 && test -t 1 && echo TTY-OK; tty'", "/dev/null")
 		tty.Env = cleanEnv()
 		if out, err := tty.CombinedOutput(); err != nil || !strings.Contains(string(out), "TTY-OK") || !strings.Contains(string(out), "/dev/pts/") {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // shell is one /bin/sh + wget pair a sandbox image may have.
@@ -22,7 +24,7 @@ type shell struct {
 func shells(t *testing.T) []shell {
 	t.Helper()
 	var out []shell
-	bb := requireTool(t, "busybox")
+	bb := testkit.RequireTool(t, "busybox")
 	dir := t.TempDir()
 	for _, app := range []string{"sh", "wget", "cat", "rm", "mktemp", "printf", "tr", "sed", "grep", "head", "cut"} {
 		if err := os.Symlink(bb, filepath.Join(dir, app)); err != nil {
@@ -30,8 +32,8 @@ func shells(t *testing.T) []shell {
 		}
 	}
 	out = append(out, shell{"busybox", []string{bb, "sh"}, dir})
-	dash := requireTool(t, "dash")
-	requireTool(t, "wget")
+	dash := testkit.RequireTool(t, "dash")
+	testkit.RequireTool(t, "wget")
 	out = append(out, shell{"dash+gnu-wget", []string{dash}, "/usr/local/bin:/usr/bin:/bin"})
 	return out
 }
