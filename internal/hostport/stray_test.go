@@ -19,8 +19,10 @@ var strayAllowed = map[string]string{
 }
 
 // TestNoStrayHostSplitting keeps this package the one host grammar: it
-// fails when a non-test file outside strayAllowed calls net.SplitHostPort,
-// net.JoinHostPort or netip.ParseAddrPort on a host:port string.
+// fails when a non-test file outside strayAllowed calls net.SplitHostPort
+// or net.JoinHostPort. netip.ParseAddrPort stays allowed: it parses an
+// IP:PORT socket address (a resolve target, a guard endpoint), never a
+// host name.
 func TestNoStrayHostSplitting(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
