@@ -71,7 +71,13 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 	}
 
 	sent := time.Now()
-	resp, err := s.transport.RoundTrip(out)
+	var resp *http.Response
+	var err error
+	if r.ProtoMajor == 1 {
+		resp, err = s.roundTripH1(out) // upstream_h1.go says why
+	} else {
+		resp, err = s.transport.RoundTrip(out)
+	}
 	if body != nil {
 		x.ev.BytesIn = body.n.Load()
 	}

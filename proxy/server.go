@@ -42,6 +42,10 @@ type Server struct {
 
 	dialer    *dialer
 	transport *http.Transport
+	// h1Pool and h1TLS serve HTTP/1.1 clients' bodiless requests
+	// (upstream_h1.go).
+	h1Pool    h1Pool
+	h1TLS     *tls.Config
 	tlsConfig *tls.Config
 	bufPool   sync.Pool // *[]byte of copyBufSize
 	// bigBufPool holds bigCopyBufSize buffers for bodies that arrive faster
@@ -149,6 +153,9 @@ func New(cfg Config) (*Server, error) {
 		DisableCompression:     true, // pass the client's Accept-Encoding through untouched
 	}
 
+	s.h1TLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	s.h1Pool = h1Pool{maxIdle: limits.MaxIdleConnsPerHost, timeout: 90 * time.Second}
+
 	s.tlsConfig = &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		NextProtos:     []string{"h2", "http/1.1"},
@@ -241,6 +248,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("draining tunnels: closed %d still open: %w", n, ctx.Err()))
 	}
 	s.transport.CloseIdleConnections()
+	s.h1Pool.closeIdle(true)
 	return errors.Join(errs...)
 }
 
