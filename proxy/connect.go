@@ -289,8 +289,9 @@ func (s *Server) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, e
 	return t.leaf, nil
 }
 
-// intercept terminates TLS and hands the connection to the inner server,
-// which serves HTTP/1.1 or HTTP/2 (by ALPN) through one handler.
+// intercept terminates TLS and serves the connection: HTTP/1.1 on this
+// goroutine (serve_h1.go), HTTP/2 (by ALPN) by the inner server; both
+// through one handler.
 func (s *Server) intercept(t *tunnel, tc *tunnelConn) {
 	_ = tc.SetDeadline(time.Now().Add(s.limits.TLSHandshakeTimeout))
 	conn := tls.Server(tc, s.tlsConfig)
@@ -300,11 +301,11 @@ func (s *Server) intercept(t *tunnel, tc *tunnelConn) {
 		return
 	}
 	_ = tc.SetDeadline(time.Time{})
-	var served net.Conn = conn
 	if conn.ConnectionState().NegotiatedProtocol != "h2" {
-		served = newFramedConn(conn, t) // smuggle.go
+		s.serveH1(t, newFramedConn(conn, t)) // serve_h1.go; smuggle.go
+		return
 	}
-	if !s.innerLn.push(served) {
+	if !s.innerLn.push(conn) {
 		_ = conn.Close()
 	}
 }

@@ -65,8 +65,10 @@ type Server struct {
 	tunnels      map[*tunnel]struct{}
 	perSession   map[string]int
 	shuttingDown bool
-	drained      chan struct{}
-	drainedOnce  sync.Once
+	// closing is shuttingDown for HTTP/1.1 loops, which read it per request.
+	closing     atomic.Bool
+	drained     chan struct{}
+	drainedOnce sync.Once
 
 	// peakTunnels is the most tunnels open at once since the last burst
 	// (under mu); lastRelease and memoryReleases track returnMemory.
@@ -224,12 +226,22 @@ func (s *Server) Serve(l net.Listener) error {
 // blind, so they are waited for until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ws.goAway(func(*wsRelay) bool { return true }, true) // each gets a 1001 close
+	s.closing.Store(true)
 	s.mu.Lock()
 	s.shuttingDown = true
+	var h1 []*h1ServerConn
+	for t := range s.tunnels {
+		if c := t.h1.Load(); c != nil {
+			h1 = append(h1, c)
+		}
+	}
 	if len(s.tunnels) == 0 {
 		s.drainedOnce.Do(func() { close(s.drained) })
 	}
 	s.mu.Unlock()
+	for _, c := range h1 {
+		c.closeIfIdle() // closing releases the tunnel, which takes s.mu
+	}
 
 	var errs []error
 	if err := s.outer.Shutdown(ctx); err != nil {
@@ -344,12 +356,9 @@ func (l *connListener) push(c net.Conn) bool {
 
 type tunnelKey struct{}
 
-// connContext attaches the tunnel (and an HTTP/1.1 connection's framing
-// records) to every request of an intercepted connection.
+// connContext attaches the tunnel to every request of an intercepted HTTP/2
+// connection.
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	if fc, ok := c.(*framedConn); ok {
-		return context.WithValue(context.WithValue(ctx, tunnelKey{}, fc.t), framedConnKey{}, fc)
-	}
 	if tc, ok := c.(*tls.Conn); ok {
 		if t, ok := tc.NetConn().(*tunnelConn); ok {
 			return context.WithValue(ctx, tunnelKey{}, t.t)

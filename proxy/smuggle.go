@@ -50,6 +50,7 @@ type frameRecord struct {
 	line uint64
 	te   bool // a Transfer-Encoding field was present
 	cl   bool // a Content-Length field was present
+	host bool // a Host field was present
 	// bad names a framing fault; empty when none.
 	bad string
 }
@@ -309,6 +310,9 @@ func (c *framedConn) headerLine(line []byte, long bool) {
 	}
 	te := asciiEqualFold(name, "transfer-encoding")
 	cl := asciiEqualFold(name, "content-length")
+	if asciiEqualFold(name, "host") {
+		c.cur.host = true
+	}
 	if !te && !cl {
 		if bytes.IndexByte(name, ' ') >= 0 || bytes.IndexByte(name, '\t') >= 0 {
 			c.fault("a header name contains whitespace")
@@ -443,6 +447,11 @@ func framingFault(r *http.Request) string {
 		return "the request has both Content-Length and Transfer-Encoding (RFC 9112 §6.1)"
 	case rec.te && r.ProtoMinor == 0:
 		return "an HTTP/1.0 request cannot use Transfer-Encoding (RFC 9112 §6.1)"
+	case !rec.host && r.ProtoMinor >= 1:
+		// http.ReadRequest drops the Host field, so only the raw header
+		// block shows that it was missing (an absolute-form target sets
+		// r.Host without one).
+		return "an HTTP/1.1 request must have a Host header field (RFC 9112 §3.2)"
 	}
 	return ""
 }

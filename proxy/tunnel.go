@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/internal/contract"
@@ -38,6 +39,10 @@ type tunnel struct {
 	// expiry closes the tunnel when its session expires; set under s.mu,
 	// nil for a session without expiry.
 	expiry *time.Timer
+
+	// h1 is the HTTP/1.1 serving state of an intercepted tunnel
+	// (serve_h1.go), for Shutdown to close it when idle.
+	h1 atomic.Pointer[h1ServerConn]
 
 	releaseOnce sync.Once
 }
