@@ -97,14 +97,26 @@ type PathTemplate struct {
 func (p *PathTemplate) String() string { return p.path }
 
 // Segments returns the segments after the leading "/", in order; a path
-// ending in "/" ends with an empty literal. Read it, never modify it.
-func (p *PathTemplate) Segments() []TemplateSegment { return p.segs }
+// ending in "/" ends with an empty literal; nil for a nil template. Read
+// it, never modify it.
+func (p *PathTemplate) Segments() []TemplateSegment {
+	if p == nil {
+		return nil
+	}
+	return p.segs
+}
 
 // Params returns the template names in path order; nil when the path is
-// all literal. Read it, never modify it.
-func (p *PathTemplate) Params() []string { return p.params }
+// all literal or the template is nil. Read it, never modify it.
+func (p *PathTemplate) Params() []string {
+	if p == nil {
+		return nil
+	}
+	return p.params
+}
 
-// HasParam reports whether the path has the template {name}.
+// HasParam reports whether the path has the template {name}; false for a
+// nil template.
 func (p *PathTemplate) HasParam(name string) bool {
 	return p != nil && slices.Contains(p.params, name)
 }
