@@ -256,11 +256,14 @@ func buildCall(c *policy.CompiledOperation, args map[string]any) (*call, []ArgPr
 	var path strings.Builder
 	for _, seg := range tmpl.Segments() {
 		path.WriteByte('/')
+		if !seg.IsParam() {
+			path.WriteString(seg.Raw())
+			continue
+		}
 		name, suffix := seg.Param(), seg.Suffix()
 		v, ok := values[name]
-		if !seg.IsParam() || !ok {
-			path.WriteString(seg.Raw()) // a literal, or a parameter already reported
-			continue
+		if !ok {
+			continue // already reported
 		}
 		str, scalar := scalarString(v)
 		switch {
@@ -333,8 +336,8 @@ func urlHost(host string) string {
 }
 
 // auditArgsHeader encodes the args named by the operation's args.<input>
-// audit sources as base64url(JSON object keyed by input name, values as sent with
-// numbers made exact), or "" when there are none. The proxy evaluates the
+// audit sources as base64url(JSON object keyed by input name, values as
+// sent with numbers made exact), or "" when there are none. The proxy evaluates the
 // audit fields, redacting where the spec asks; the header travels only
 // from the API to the proxy and the proxy strips it.
 func auditArgsHeader(c *policy.CompiledOperation, args map[string]any) string {
