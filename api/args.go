@@ -179,18 +179,6 @@ func article(t policy.InputType) string {
 	return "a " + string(t)
 }
 
-// templateNames returns the template names of an operation path, "{name}"
-// and "{name}:method" segments alike.
-func templateNames(path string) []string {
-	var out []string
-	for _, seg := range strings.Split(path, "/") {
-		if name, _, ok := policy.ParseTemplateSegment(seg); ok && name != "" {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
 // scalarString prints a normalized scalar for a path segment or a query
 // value.
 func scalarString(v any) (string, bool) {
@@ -215,35 +203,22 @@ func sendsBody(method string) bool {
 	return false
 }
 
-// buildCall validates args against op and builds the upstream request.
-// Every problem is reported, not just the first.
-func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) {
+// buildCall validates args against the compiled operation c, which must be
+// proxyable, and builds the upstream request. Every problem is reported,
+// not just the first.
+func buildCall(c *policy.CompiledOperation, args map[string]any) (*call, []ArgProblem) {
 	var problems []ArgProblem
 	add := func(arg, msg string) { problems = append(problems, ArgProblem{Arg: arg, Message: msg}) }
-
-	inputs := map[string]policy.Input{}
-	var names []string
-	for _, in := range op.Inputs {
-		inputs[in.Name] = in
-		names = append(names, in.Name)
-	}
-	templates := templateNames(op.Path)
-	isTemplate := map[string]bool{}
-	for _, t := range templates {
-		isTemplate[t] = true
-		if _, ok := inputs[t]; !ok {
-			names = append(names, t)
-		}
-	}
+	op, tmpl, schema := c.Operation(), c.Template(), c.Inputs()
 
 	// Missing required inputs and path parameters, in spec order.
-	for _, in := range op.Inputs {
-		if _, ok := args[in.Name]; !ok && (in.Required || isTemplate[in.Name]) {
+	for _, in := range schema.Inputs() {
+		if _, ok := args[in.Name]; !ok && (in.Required || tmpl.HasParam(in.Name)) {
 			add(in.Name, fmt.Sprintf("required argument is missing (%s)", article(in.Type)))
 		}
 	}
-	for _, t := range templates {
-		if _, declared := inputs[t]; declared {
+	for _, t := range tmpl.Params() {
+		if _, declared := schema.Input(t); declared {
 			continue
 		}
 		if _, ok := args[t]; !ok {
@@ -253,10 +228,10 @@ func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) 
 
 	values := map[string]any{}
 	for _, k := range slices.Sorted(maps.Keys(args)) {
-		in, declared := inputs[k]
-		if !declared && !isTemplate[k] {
+		in, declared := schema.Input(k)
+		if !declared && !tmpl.HasParam(k) {
 			msg := "unknown argument; this operation takes no arguments"
-			if len(names) > 0 {
+			if names := schema.Names(); len(names) > 0 {
 				msg = "unknown argument; this operation takes: " + strings.Join(names, ", ")
 			}
 			add(k, msg)
@@ -278,12 +253,14 @@ func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) 
 	}
 
 	// Path.
-	segs := strings.Split(op.Path, "/")
-	for i, seg := range segs {
-		name, suffix, ok := policy.ParseTemplateSegment(seg)
-		if !ok || name == "" {
+	var path strings.Builder
+	for _, seg := range tmpl.Segments() {
+		path.WriteByte('/')
+		if !seg.IsParam() {
+			path.WriteString(seg.Raw())
 			continue
 		}
+		name, suffix := seg.Param(), seg.Suffix()
 		v, ok := values[name]
 		if !ok {
 			continue // already reported
@@ -301,20 +278,20 @@ func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) 
 		case suffix != "" && strings.Contains(str, ":"):
 			add(name, fmt.Sprintf(`path parameter {%s} must not contain ":": the path puts the custom method %q after it`, name, suffix))
 		default:
-			segs[i] = url.PathEscape(str) + suffix
+			path.WriteString(url.PathEscape(str) + suffix)
 		}
 		delete(values, name)
 	}
 
-	c := &call{method: op.Method}
+	cl := &call{method: op.Method}
 	var query url.Values
 	if sendsBody(op.Method) {
 		body, err := json.Marshal(values)
 		if err != nil {
 			add("args", fmt.Sprintf("cannot be encoded as JSON: %s", err))
 		}
-		c.body = body
-		c.contentType = "application/json"
+		cl.body = body
+		cl.contentType = "application/json"
 	} else {
 		query = url.Values{}
 		for _, k := range slices.Sorted(maps.Keys(values)) {
@@ -336,21 +313,21 @@ func buildCall(op *policy.Operation, args map[string]any) (*call, []ArgProblem) 
 		return nil, problems
 	}
 
-	u := "https://" + urlHost(op.Hosts[0]) + strings.Join(segs, "/")
+	u := "https://" + urlHost(c.Hosts()[0]) + path.String()
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	c.url = u
-	c.auditArgs = auditArgsHeader(op, args)
-	return c, nil
+	cl.url = u
+	cl.auditArgs = auditArgsHeader(c, args)
+	return cl, nil
 }
 
-// urlHost turns a spec host ("h", "h:8443", "[::1]:8443") into a URL host,
-// dropping the default port.
-func urlHost(specHost string) string {
-	hp, err := hostport.New(specHost)
+// urlHost turns a compiled host ("h:443", "h:8443", "[::1]:8443") into a
+// URL host, dropping the default port.
+func urlHost(host string) string {
+	hp, err := hostport.New(host)
 	if err != nil {
-		return specHost
+		return host
 	}
 	if hp.Port == 443 {
 		hp.Port = 0
@@ -358,18 +335,18 @@ func urlHost(specHost string) string {
 	return hp.String()
 }
 
-// auditArgsHeader encodes the args named by the op's args.<input> audit
-// fields as base64url(JSON object keyed by input name, values as sent with
-// numbers made exact), or "" when there are none. The proxy evaluates the
+// auditArgsHeader encodes the args named by the operation's args.<input>
+// audit sources as base64url(JSON object keyed by input name, values as
+// sent with numbers made exact), or "" when there are none. The proxy evaluates the
 // audit fields, redacting where the spec asks; the header travels only
 // from the API to the proxy and the proxy strips it.
-func auditArgsHeader(op *policy.Operation, args map[string]any) string {
+func auditArgsHeader(c *policy.CompiledOperation, args map[string]any) string {
 	picked := map[string]any{}
-	for _, f := range op.Audit {
-		name, ok := strings.CutPrefix(f.Source, "args.")
-		if !ok {
+	for _, src := range c.AuditSources() {
+		if src.Kind() != policy.AuditFromArgs {
 			continue
 		}
+		name := src.Name()
 		v, present := args[name]
 		if !present {
 			continue

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -121,38 +120,26 @@ func (s *Server) snapshot() (*policy.Snapshot, error) {
 	return snap, nil
 }
 
-// notFound explains why fqn/tool/op is not one of the session's
-// operations and lists what it can call instead: the tool's operations,
-// else the connector's tools, else the session's connectors. The
-// message is built here rather than taken from policy.Lookup so the API's
-// wording is its own.
-func notFound(snap *policy.Snapshot, sess *session.Session, fqn, tool, op string) (msg, key string, list []string) {
-	inScope := slices.Contains(sess.Connectors, fqn)
-	conn, installed := snap.Connector(fqn)
-	if !inScope || !installed || conn.Spec == nil {
-		why := "is not one of this session's connectors"
-		if !installed {
-			why = "is not installed"
-		}
-		list = append([]string{}, sess.Connectors...)
-		return fmt.Sprintf("connector %q %s; this session's connectors: %s", fqn, why, listOrNone(list)),
-			"available_connectors", list
+// notFound explains why the lookup of an operation found nothing and lists
+// what the session can call instead: the tool's operations, else the
+// connector's tools, else the session's connectors. The message is built
+// here from the error's data rather than taken from its sentence so the
+// API's wording is its own.
+func notFound(le *policy.LookupError) (msg, key string, list []string) {
+	switch le.Kind {
+	case policy.LookupOperation:
+		return fmt.Sprintf("tool %q of connector %q has no operation %q; it offers: %s", le.Tool, le.FQN, le.Operation, listOrNone(le.Allowed)),
+			"available_operations", le.Allowed
+	case policy.LookupTool:
+		return fmt.Sprintf("connector %q has no tool %q; its tools: %s", le.FQN, le.Tool, listOrNone(le.Allowed)),
+			"available_tools", le.Allowed
 	}
-	for _, t := range conn.Spec.Tools {
-		if t.Name != tool {
-			list = append(list, t.Name)
-			continue
-		}
-		var ops []string
-		for _, o := range t.Operations {
-			ops = append(ops, o.Name)
-		}
-		slices.Sort(ops)
-		return fmt.Sprintf("tool %q of connector %q has no operation %q; it offers: %s", tool, fqn, op, listOrNone(ops)),
-			"available_operations", ops
+	why := "is not one of this session's connectors"
+	if !le.Installed {
+		why = "is not installed"
 	}
-	slices.Sort(list)
-	return fmt.Sprintf("connector %q has no tool %q; its tools: %s", fqn, tool, listOrNone(list)), "available_tools", list
+	return fmt.Sprintf("connector %q %s; this session's connectors: %s", le.FQN, why, listOrNone(le.Allowed)),
+		"available_connectors", le.Allowed
 }
 
 func listOrNone(l []string) string {
@@ -190,9 +177,13 @@ func (s *Server) lookupOperation(sess *session.Session, source string, notFoundC
 		return nil, nil, err
 	}
 	m, err := snap.Lookup(sess.Scope, fqn, tool, op)
-	if err != nil || m == nil || m.Operation == nil {
-		msg, key, list := notFound(snap, sess, fqn, tool, op)
+	var le *policy.LookupError
+	if errors.As(err, &le) {
+		msg, key, list := notFound(le)
 		return nil, nil, s.refused(sess, source, fqn, tool, op, apiErr(http.StatusNotFound, notFoundCode, msg).with(key, list))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("looking up operation %q of tool %q in connector %q: %w", op, tool, fqn, err)
 	}
 	if !m.Operation.IsProxyable() {
 		return nil, nil, s.refused(sess, source, m.ConnectorFQN, m.Tool, m.Operation.Name,
@@ -224,7 +215,7 @@ func (s *Server) run(c echo.Context, sess *session.Session, fqn, tool, opName st
 		return err
 	}
 	op := m.Operation
-	cl, problems := buildCall(op, args)
+	cl, problems := buildCall(m.Compiled, args)
 	if len(problems) > 0 {
 		return s.refused(sess, SourceRunEndpoint, m.ConnectorFQN, m.Tool, op.Name,
 			invalidArgs(m.Tool+" "+op.Name, problems))

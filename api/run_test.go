@@ -156,14 +156,41 @@ func TestSandboxProxyRefusals(t *testing.T) {
 	}
 }
 
+// TestNotFound phrases the API's 404 from each kind of policy.LookupError,
+// listing the error's allowed names under the kind's key.
+func TestNotFound(t *testing.T) {
+	tests := []struct {
+		name     string
+		le       policy.LookupError
+		msg, key string
+	}{
+		{"operation", policy.LookupError{Kind: policy.LookupOperation, FQN: "f://o/r", Tool: "t", Operation: "x", Installed: true, Allowed: []string{"a", "b"}},
+			`tool "t" of connector "f://o/r" has no operation "x"; it offers: a, b`, "available_operations"},
+		{"tool", policy.LookupError{Kind: policy.LookupTool, FQN: "f://o/r", Tool: "t", Operation: "x", Installed: true, Allowed: []string{}},
+			`connector "f://o/r" has no tool "t"; its tools: none`, "available_tools"},
+		{"connector outside the session", policy.LookupError{Kind: policy.LookupConnector, FQN: "f://o/r", Installed: true, Allowed: []string{"f://o/s"}},
+			`connector "f://o/r" is not one of this session's connectors; this session's connectors: f://o/s`, "available_connectors"},
+		{"connector not installed", policy.LookupError{Kind: policy.LookupConnector, FQN: "f://o/r", Allowed: []string{}},
+			`connector "f://o/r" is not installed; this session's connectors: none`, "available_connectors"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			msg, key, list := notFound(&tc.le)
+			if msg != tc.msg || key != tc.key || !slices.Equal(list, tc.le.Allowed) {
+				t.Errorf("notFound(%+v) = %q, %q, %q; want %q, %q, %q", tc.le, msg, key, list, tc.msg, tc.key, tc.le.Allowed)
+			}
+		})
+	}
+}
+
 func TestBuildCall(t *testing.T) {
 	snap := specs.Compile(t, specGH)
-	op := func(name string) *policy.Operation {
+	op := func(name string) *policy.CompiledOperation {
 		m, err := snap.Lookup(policy.NewScope([]string{fqnGH}), fqnGH, "gh", name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.Operation
+		return m.Compiled
 	}
 	tests := []struct {
 		name     string
@@ -255,7 +282,7 @@ func TestAuditArgsHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, problems := buildCall(m.Operation, decodeArgs(t, `{"owner":"o","repo":"r","q":"secret words","state":"open","per_page":5}`))
+	c, problems := buildCall(m.Compiled, decodeArgs(t, `{"owner":"o","repo":"r","q":"secret words","state":"open","per_page":5}`))
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}

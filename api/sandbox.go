@@ -81,8 +81,7 @@ func (s *Server) sandboxProxy(c echo.Context) error {
 	}
 	host := policy.NormalizeHost(u.Host)
 	d := snap.Decide(sess.Scope, policy.Request{Method: method, Host: host, Path: u.EscapedPath()})
-	if !d.Allow || d.Match == nil || d.Match.ConnectorFQN != m.ConnectorFQN || d.Match.Tool != m.Tool ||
-		d.Match.Operation == nil || d.Match.Operation.Name != op.Name {
+	if !d.Allow || d.Match == nil || d.Match.Compiled != m.Compiled {
 		msg := fmt.Sprintf("%s %s%s is not operation %s of tool %s (%s %s on %s)", method, host, u.EscapedPath(), op.Name, m.Tool, op.Method, op.Path, strings.Join(op.Hosts, ", "))
 		if !d.Allow && d.Message != "" {
 			msg += ": " + d.Message

@@ -173,36 +173,35 @@ func segmentEqual(raw, lit string) bool {
 
 // compilePath splits a spec path into literal and {name} segments under the
 // same canonical rules as requests.
-func compilePath(p string) ([]pathSeg, int, error) {
+func compilePath(p string) (*PathTemplate, error) {
 	if p == "" || p[0] != '/' {
-		return nil, 0, fmt.Errorf("%q: %s", p, pathNoSlash)
+		return nil, fmt.Errorf("%q: %s", p, pathNoSlash)
 	}
 	raw := strings.Split(p[1:], "/")
-	segs := make([]pathSeg, 0, len(raw))
-	params := 0
+	t := &PathTemplate{path: p, segs: make([]TemplateSegment, 0, len(raw))}
 	for i, r := range raw {
 		if name, suffix, ok := ParseTemplateSegment(r); ok && name != "" {
-			segs = append(segs, pathSeg{param: name, suffix: suffix, isParam: true})
-			params++
+			t.segs = append(t.segs, TemplateSegment{raw: r, param: name, suffix: suffix, isParam: true})
+			t.params = append(t.params, name)
 			continue
 		}
 		if r == "" && i < len(raw)-1 {
-			return nil, 0, fmt.Errorf("%q: %s", p, pathEmptySegment)
+			return nil, fmt.Errorf("%q: %s", p, pathEmptySegment)
 		}
 		if strings.ContainsAny(r, "{}") {
-			return nil, 0, fmt.Errorf("%q: %s", p, pathTemplate)
+			return nil, fmt.Errorf("%q: %s", p, pathTemplate)
 		}
 		if problem := checkSegment(r); problem != "" {
-			return nil, 0, fmt.Errorf("%q: %s", p, problem)
+			return nil, fmt.Errorf("%q: %s", p, problem)
 		}
-		segs = append(segs, pathSeg{lit: decodeSegment(r)})
+		t.segs = append(t.segs, TemplateSegment{raw: r, lit: decodeSegment(r)})
 	}
-	return segs, params, nil
+	return t, nil
 }
 
 // exactKey is the decoded path of an all-literal template, the form Decide
 // looks up.
-func exactKey(segs []pathSeg) string {
+func exactKey(segs []TemplateSegment) string {
 	var b strings.Builder
 	for _, s := range segs {
 		b.WriteByte('/')

@@ -91,6 +91,9 @@ type Match struct {
 	// Operation points into the snapshot's copy of the spec; read it, never
 	// modify it.
 	Operation *Operation
+	// Compiled is the operation as Compile prepared it (path template,
+	// hosts, audit sources, inputs); never nil in a Match a Snapshot returns.
+	Compiled *CompiledOperation
 	// PathParams holds the percent-decoded value of every {name} segment of
 	// the operation's path; nil when the path has none or for Lookup.
 	PathParams map[string]string
@@ -107,8 +110,9 @@ var (
 // mutators: a reload compiles a new Snapshot and swaps it in. All methods are
 // safe for concurrent use, and a nil *Snapshot allows nothing.
 type Snapshot struct {
-	conns     []Connector    // sorted by FQN; specs are private copies
-	byFQN     map[string]int // FQN → index in conns
+	conns     []Connector             // sorted by FQN; specs are private copies
+	ops       [][][]CompiledOperation // [connector][tool][operation], as in conns' specs
+	byFQN     map[string]int          // FQN → index in conns
 	hosts     map[string]*hostIndex
 	hostNames []string // keys of hosts, sorted
 }
@@ -133,29 +137,11 @@ type listedOp struct{ fqn, text string }
 type opEntry struct {
 	fqn, hash, tool string
 	op              *Operation
-	segs            []pathSeg
-	params          int
-	order           int    // compile order, the final tie-break
-	text            string // "METHOD /path (tool operation)"
-}
-
-type pathSeg struct {
-	lit     string // decoded literal; "" for a trailing slash
-	param   string // template name when isParam
-	suffix  string // ":method" after the template, or ""
-	isParam bool
-}
-
-// rank orders segment kinds by specificity: a literal, then a template with
-// a custom method, then a whole-segment template.
-func (sg *pathSeg) rank() int {
-	switch {
-	case !sg.isParam:
-		return 0
-	case sg.suffix != "":
-		return 1
-	}
-	return 2
+	c               *CompiledOperation
+	segs            []TemplateSegment // c's template segments
+	params          int               // len(c's template params)
+	order           int               // compile order, the final tie-break
+	text            string            // "METHOD /path (tool operation)"
 }
 
 // Compile indexes the connectors into a Snapshot. The specs are expected to
@@ -197,35 +183,33 @@ func Compile(conns []Connector) (*Snapshot, error) {
 	return s, nil
 }
 
-// index adds the proxyable operations of c to the host indexes.
+// index compiles every operation of c and adds the proxyable ones to the
+// host indexes.
 func (s *Snapshot) index(c Connector, order *int) error {
 	fqn := c.Spec.Connector.FQN
+	tools := make([][]CompiledOperation, len(c.Spec.Tools))
+	s.ops = append(s.ops, tools)
 	for ti := range c.Spec.Tools {
 		t := &c.Spec.Tools[ti]
+		tools[ti] = make([]CompiledOperation, len(t.Operations))
 		for oi := range t.Operations {
 			op := &t.Operations[oi]
-			if !op.IsProxyable() {
-				continue
-			}
-			segs, params, err := compilePath(op.Path)
+			co, err := compileOperation(op, fmt.Sprintf("tools[%d].operations[%d]", ti, oi))
 			if err != nil {
-				return fmt.Errorf("compiling connector %q: tools[%d].operations[%d].path: %w", fqn, ti, oi, err)
+				return fmt.Errorf("compiling connector %q: %w", fqn, err)
+			}
+			tools[ti][oi] = co
+			if co.tmpl == nil {
+				continue
 			}
 			*order++
 			e := &opEntry{
-				fqn: fqn, hash: c.Hash, tool: t.Name, op: op, segs: segs, params: params, order: *order,
+				fqn: fqn, hash: c.Hash, tool: t.Name, op: op, c: &tools[ti][oi],
+				segs: co.tmpl.segs, params: len(co.tmpl.params), order: *order,
 				text: op.Method + " " + op.Path + " (" + t.Name + " " + op.Name + ")",
 			}
-			seen := make(map[string]bool, len(op.Hosts))
-			for hi, h := range op.Hosts {
-				name := normalizeHost(h)
-				if name == "" {
-					return fmt.Errorf("compiling connector %q: tools[%d].operations[%d].hosts[%d]: %q is not a valid host[:port]; use a DNS name or IP literal (IPv6 in brackets) with an optional port, e.g. \"api.example.com\" or \"api.example.com:8443\"", fqn, ti, oi, hi, h)
-				}
-				if !seen[name] {
-					seen[name] = true
-					s.host(name).add(e)
-				}
+			for _, name := range co.hosts {
+				s.host(name).add(e)
 			}
 		}
 	}
@@ -397,7 +381,7 @@ func (e *opEntry) matchPath(p string) bool {
 
 // match builds the Match of a request path that matchPath accepted.
 func (e *opEntry) match(p string) *Match {
-	m := &Match{ConnectorFQN: e.fqn, ConnectorHash: e.hash, Tool: e.tool, Operation: e.op}
+	m := &Match{ConnectorFQN: e.fqn, ConnectorHash: e.hash, Tool: e.tool, Operation: e.op, Compiled: e.c}
 	if e.params == 0 {
 		return m
 	}

@@ -439,23 +439,23 @@ func (c *checker) audit(path string, o obj, opPath string, pathOK bool, template
 
 func (c *checker) auditSource(at, v, opPath string, pathOK bool, templates []string, inputs map[string]bool) {
 	const forms = "args.<input>, path.<template name> or query.<name>"
-	kind, name, _ := strings.Cut(v, ".")
+	kind, name := ParseAuditSource(v)
 	switch {
 	case v == "":
 		c.fail(at, "required; use %s", forms)
-	case kind != "args" && kind != "path" && kind != "query":
+	case kind == AuditSourceUnknown:
 		c.fail(at, "%q must be %s", v, forms)
-	case kind == "query" && name != "" && isQueryName(name):
+	case kind == AuditFromQuery && name != "" && isQueryName(name):
 		// any query parameter name; the operation need not declare it
-	case kind == "query" && name != "":
+	case kind == AuditFromQuery && name != "":
 		c.fail(at, "%q needs a query parameter name after \"query.\" using letters, digits, '.', '_', ':', '-', '[' and ']', e.g. \"query.page\"", v)
 	case !IsValidName(name):
-		c.fail(at, "%q needs a name after %q using letters, digits, '.', '_', ':' and '-', e.g. %q", v, kind+".", kind+".id")
-	case kind == "args" && !inputs[name]:
+		c.fail(at, "%q needs a name after %q using letters, digits, '.', '_', ':' and '-', e.g. %q", v, kind.String()+".", kind.String()+".id")
+	case kind == AuditFromArgs && !inputs[name]:
 		c.fail(at, "%q refers to input %q, which the operation does not declare; add it to inputs or use one of: %s", v, name, listOrNone(inputs))
-	case kind == "path" && opPath == "":
+	case kind == AuditFromPath && opPath == "":
 		c.fail(at, "%q refers to a path template, but the operation has no path", v)
-	case kind == "path" && pathOK && !slices.Contains(templates, name):
+	case kind == AuditFromPath && pathOK && !slices.Contains(templates, name):
 		c.fail(at, "%q refers to template {%s}, which path %q does not have", v, name, opPath)
 	}
 }

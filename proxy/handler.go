@@ -52,68 +52,23 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.ev.Method = http.MethodGet // an HTTP/2 extended CONNECT is the GET of HTTP/1.1 (RFC 8441)
 	}
 
-	if !t.sess.ExpiresAt.IsZero() && !x.start.Before(t.sess.ExpiresAt) {
-		w.Header().Set("Connection", "close")
-		s.deny(w, x, http.StatusForbidden, errorDetail{Code: contract.CodeSessionExpired,
-			Message: fmt.Sprintf("session %s has expired; create a new session", t.sess.ID)})
+	d := s.decide(x, ws)
+	if !d.allow {
+		if d.closeConn {
+			w.Header().Set("Connection", "close")
+		}
+		status := d.status
+		if status == 0 {
+			status = http.StatusForbidden
+		}
+		s.deny(w, x, status, d.refusal)
 		return
 	}
-	if !t.names(r.Host) || (r.URL.Host != "" && !t.names(r.URL.Host)) {
-		named := r.Host
-		if r.URL.Host != "" && !t.names(r.URL.Host) {
-			named = r.URL.Host
-		}
-		s.deny(w, x, http.StatusMisdirectedRequest, errorDetail{Code: contract.CodeMisdirected,
-			Message: fmt.Sprintf("this tunnel was opened with CONNECT %s; a request naming %q must use its own CONNECT tunnel", t.target, named)})
-		return
-	}
-	var args map[string]json.RawMessage
-	x.ev.Source, args = s.internalHeaders(r)
-
-	var d policy.Decision
-	if snap := s.cfg.Policy(); snap != nil {
-		d = snap.Decide(t.sess.Scope, policy.Request{Method: x.ev.Method, Host: t.target, Path: x.path})
-	}
-	if !d.Allow || d.Match == nil || d.Match.Operation == nil {
-		code := contract.Code(d.Reason)
-		if code == "" || d.Reason == policy.ReasonAllowed {
-			code = contract.CodeOperationNotAllowed
-		}
-		msg := d.Message
-		if msg == "" {
-			msg = fmt.Sprintf("%s %s on %s is not an operation of this session's connectors", r.Method, x.path, t.target)
-		}
-		allowed := d.AllowedOperations
-		if allowed == nil {
-			allowed = []string{}
-		}
-		s.deny(w, x, http.StatusForbidden, errorDetail{Code: code, Message: msg, AllowedOperations: allowed})
-		return
-	}
-	m := d.Match
+	m := d.match
 	op := m.Operation
-	x.ev.ConnectorFQN, x.ev.Tool, x.ev.Operation = m.ConnectorFQN, m.Tool, op.Name
-	x.ev.Fields = auditFields(op, m, r, args)
-	if ws && !op.WebSocket {
-		s.deny(w, x, http.StatusForbidden, webSocketNotDeclared(x, m))
-		return
-	}
-
-	var inj *credentials.Injector
-	if op.Credential.HasCredential() {
-		x.ev.CredentialKind = string(op.Credential)
-		var ok bool
-		if inj, ok = s.lookupCredential(m.ConnectorFQN, op.Credential); !ok {
-			cmd := fmt.Sprintf("aileron-proxy credential set %s --kind %s --from-env VAR (or --from-file PATH, --from-exec 'CMD', --stdin)",
-				m.ConnectorFQN, op.Credential)
-			s.deny(w, x, http.StatusForbidden, errorDetail{Code: contract.CodeCredentialNotConfigured, Command: cmd,
-				Message: fmt.Sprintf("%s %s matched %s %s of %s, which needs a %s credential that is not configured; ask the operator to run: %s",
-					r.Method, x.path, m.Tool, op.Name, m.ConnectorFQN, op.Credential, cmd)})
-			return
-		}
-	}
+	inj := d.inj
 	reason := string(policy.ReasonAllowed)
-	if op.Approval.IsRequired() || s.approvalForced(r) {
+	if d.approval {
 		outcome := ApprovalDenied
 		if s.cfg.Approver != nil {
 			outcome = s.cfg.Approver.Await(r.Context(), ApprovalRequest{
@@ -142,6 +97,101 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.forward(w, x, inj, reason)
+}
+
+// decision is what the proxy decides about one request inside a tunnel,
+// computed once by decide and then acted on by ServeHTTP, as smokescreen
+// acts on its ACL decision. Its zero value denies.
+type decision struct {
+	// allow reports whether the request may go upstream, after the
+	// approval when approval is set.
+	allow bool
+	// approval reports, on allow, that a person must approve the call
+	// first: the operation requires it or the control API asks for it.
+	approval bool
+	// closeConn asks, on deny, to close the connection after the refusal.
+	closeConn bool
+	// status is, on deny, the HTTP status of the refusal; zero means 403.
+	status int
+	// refusal is, on deny, what the client is told; its Code is the
+	// decision's reason.
+	refusal errorDetail
+	// match is the matched operation; nil when the request matched none.
+	match *policy.Match
+	// credential is the kind of credential the matched operation needs;
+	// empty when it needs none or the decision was made before looking.
+	credential policy.CredentialKind
+	// inj injects that credential; nil when there is none to inject.
+	inj *credentials.Injector
+}
+
+// decide makes the decision of the request x, in order: the session has
+// not expired, the request names the tunnel's host, the policy allows it as
+// an operation of the session, a WebSocket handshake is declared, and the
+// operation's credential is configured; the first refusal wins. It fills
+// x.ev with what it learns (source, operation, audit fields, credential
+// kind), so a refusal is recorded with everything known by then.
+func (s *Server) decide(x *exchange, ws bool) decision {
+	r, t := x.r, x.t
+	if !t.sess.ExpiresAt.IsZero() && !x.start.Before(t.sess.ExpiresAt) {
+		return decision{status: http.StatusForbidden, closeConn: true, refusal: errorDetail{Code: contract.CodeSessionExpired,
+			Message: fmt.Sprintf("session %s has expired; create a new session", t.sess.ID)}}
+	}
+	if !t.names(r.Host) || (r.URL.Host != "" && !t.names(r.URL.Host)) {
+		named := r.Host
+		if r.URL.Host != "" && !t.names(r.URL.Host) {
+			named = r.URL.Host
+		}
+		return decision{status: http.StatusMisdirectedRequest, refusal: errorDetail{Code: contract.CodeMisdirected,
+			Message: fmt.Sprintf("this tunnel was opened with CONNECT %s; a request naming %q must use its own CONNECT tunnel", t.target, named)}}
+	}
+	var args map[string]json.RawMessage
+	x.ev.Source, args = s.internalHeaders(r)
+
+	var pd policy.Decision
+	if snap := s.cfg.Policy(); snap != nil {
+		pd = snap.Decide(t.sess.Scope, policy.Request{Method: x.ev.Method, Host: t.target, Path: x.path})
+	}
+	if !pd.Allow || pd.Match == nil || pd.Match.Compiled == nil {
+		code := contract.Code(pd.Reason)
+		if code == "" || pd.Reason == policy.ReasonAllowed {
+			code = contract.CodeOperationNotAllowed
+		}
+		msg := pd.Message
+		if msg == "" {
+			msg = fmt.Sprintf("%s %s on %s is not an operation of this session's connectors", r.Method, x.path, t.target)
+		}
+		allowed := pd.AllowedOperations
+		if allowed == nil {
+			allowed = []string{}
+		}
+		return decision{status: http.StatusForbidden, refusal: errorDetail{Code: code, Message: msg, AllowedOperations: allowed}}
+	}
+	d := decision{match: pd.Match}
+	m := pd.Match
+	op := m.Operation
+	x.ev.ConnectorFQN, x.ev.Tool, x.ev.Operation = m.ConnectorFQN, m.Tool, op.Name
+	x.ev.Fields = auditFields(m, r, args)
+	if ws && !op.WebSocket {
+		d.status, d.refusal = http.StatusForbidden, webSocketNotDeclared(x, m)
+		return d
+	}
+	if op.Credential.HasCredential() {
+		d.credential = op.Credential
+		x.ev.CredentialKind = string(d.credential)
+		var ok bool
+		if d.inj, ok = s.lookupCredential(m.ConnectorFQN, op.Credential); !ok {
+			cmd := fmt.Sprintf("aileron-proxy credential set %s --kind %s --from-env VAR (or --from-file PATH, --from-exec 'CMD', --stdin)",
+				m.ConnectorFQN, op.Credential)
+			d.status, d.refusal = http.StatusForbidden, errorDetail{Code: contract.CodeCredentialNotConfigured, Command: cmd,
+				Message: fmt.Sprintf("%s %s matched %s %s of %s, which needs a %s credential that is not configured; ask the operator to run: %s",
+					r.Method, x.path, m.Tool, op.Name, m.ConnectorFQN, op.Credential, cmd)}
+			return d
+		}
+	}
+	d.allow = true
+	d.approval = op.Approval.IsRequired() || s.approvalForced(r)
+	return d
 }
 
 // approvalForced reports whether the control API, proven by the internal
@@ -186,44 +236,44 @@ func (s *Server) internalHeaders(r *http.Request) (string, map[string]json.RawMe
 	return source, args
 }
 
-// auditFields evaluates the operation's audit[] entries: path.<name> from
-// the matched template, query.<name> from the query (repeated values joined
-// with ","), args.<name> from the run endpoint's X-Aileron-Audit-Args.
-// Redacted fields record audit.RedactValue.
-func auditFields(op *policy.Operation, m *policy.Match, r *http.Request, args map[string]json.RawMessage) map[string]string {
-	if len(op.Audit) == 0 {
+// auditFields evaluates the matched operation's compiled audit sources:
+// path.<name> from the matched template, query.<name> from the query
+// (repeated values joined with ","), args.<name> from the run endpoint's
+// X-Aileron-Audit-Args. Redacted fields record audit.RedactValue.
+func auditFields(m *policy.Match, r *http.Request, args map[string]json.RawMessage) map[string]string {
+	sources := m.Compiled.AuditSources()
+	if len(sources) == 0 {
 		return nil
 	}
-	fields := make(map[string]string, len(op.Audit))
+	fields := make(map[string]string, len(sources))
 	var query url.Values
-	for _, af := range op.Audit {
-		kind, name, _ := strings.Cut(af.Source, ".")
+	for _, src := range sources {
 		var v string
 		var ok bool
-		switch kind {
-		case "path":
-			v, ok = m.PathParams[name]
-		case "query":
+		switch src.Kind() {
+		case policy.AuditFromPath:
+			v, ok = m.PathParams[src.Name()]
+		case policy.AuditFromQuery:
 			if query == nil {
 				query = r.URL.Query()
 			}
 			var vs []string
-			if vs, ok = query[name]; ok {
+			if vs, ok = query[src.Name()]; ok {
 				v = strings.Join(vs, ",")
 			}
-		case "args":
+		case policy.AuditFromArgs:
 			var raw json.RawMessage
-			if raw, ok = args[name]; ok {
+			if raw, ok = args[src.Name()]; ok {
 				v = jsonScalar(raw)
 			}
 		}
 		if !ok {
 			continue
 		}
-		if af.Redact {
+		if src.IsRedacted() {
 			v = audit.RedactValue(v)
 		}
-		fields[af.Name] = v
+		fields[src.Field()] = v
 	}
 	if len(fields) == 0 {
 		return nil

@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -230,5 +232,42 @@ func TestNewValidatesConfig(t *testing.T) {
 	cfg := base()
 	if _, err := New(cfg); err != nil {
 		t.Errorf("New(minimal) = %v", err)
+	}
+}
+
+// TestAuditFields evaluates each kind of compiled audit source against a
+// matched request: path from the match, query from the URL (repeats joined),
+// args from the audit-args header, redaction, and a source of unknown kind
+// that yields nothing.
+func TestAuditFields(t *testing.T) {
+	spec := &policy.Spec{SchemaVersion: policy.SchemaVersion, Connector: policy.ConnectorMeta{FQN: "local://t/audit"},
+		Tools: []policy.Tool{{Name: "t", Operations: []policy.Operation{{
+			Name: "get", Method: "GET", Path: "/items/{id}", Hosts: []string{"api.example"},
+			Inputs: []policy.Input{{Name: "id", Type: policy.InputString}, {Name: "q", Type: policy.InputString}},
+			Audit: []policy.AuditField{
+				{Name: "item", Source: "path.id"},
+				{Name: "tag", Source: "query.tag"},
+				{Name: "absent", Source: "query.none"},
+				{Name: "q", Source: "args.q", Redact: true},
+				{Name: "n", Source: "args.n"},
+				{Name: "odd", Source: "header.x"},
+			},
+		}}}}}
+	snap, err := policy.Compile([]policy.Connector{{Spec: spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := snap.Decide(policy.NewScope([]string{"local://t/audit"}), policy.Request{Method: "GET", Host: "api.example", Path: "/items/a%20b"})
+	if !d.Allow {
+		t.Fatalf("Decide = %+v, want allow", d)
+	}
+	r, err := http.NewRequest(http.MethodGet, "https://api.example/items/a%20b?tag=x&tag=y", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := auditFields(d.Match, r, map[string]json.RawMessage{"q": json.RawMessage(`"secret"`), "n": json.RawMessage(` 7 `)})
+	want := map[string]string{"item": "a b", "tag": "x,y", "q": audit.RedactValue("secret"), "n": "7"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("auditFields = %v, want %v", got, want)
 	}
 }
