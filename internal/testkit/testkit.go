@@ -1,8 +1,8 @@
 // Package testkit holds the helpers the module's tests share (Caddy's
 // caddytest is the model): golden files, required tools, dead ports, a
 // clean child environment and compiled policy snapshots. It is imported by
-// _test.go files only; TestArchitecture enforces that and the package map
-// in docs/architecture.md.
+// _test.go files and by the harnesses internal/registrytest and bench; the
+// package map in docs/architecture.md says which packages may.
 package testkit
 
 import (
@@ -75,17 +75,20 @@ func DeadAddr(t testing.TB) string {
 	return addr
 }
 
-// CleanEnv is the environment for client subprocesses: the test's own
+// CleanEnv is the environment for child processes: the test's own
 // environment minus every variable that could add trust anchors, point at a
 // proxy or load a client configuration (the machine exports SSL_CERT_FILE,
 // CURL_CA_BUNDLE and proxies globally), plus extra. Each client is then
-// given the trust it is meant to use explicitly.
+// given the trust it is meant to use explicitly. Kept despite their names:
+// DOCKER_CERT_PATH (how a child reaches the container engine, not trust for
+// the traffic under test) and GOPROXY, GONOPROXY (Go's module source).
 func CleanEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		u := strings.ToUpper(k)
 		switch {
+		case k == "DOCKER_CERT_PATH", k == "GOPROXY", k == "GONOPROXY":
 		case strings.Contains(u, "SSL"), strings.Contains(u, "CERT"),
 			strings.Contains(u, "CA_BUNDLE"), strings.Contains(u, "CAINFO"),
 			strings.Contains(u, "PROXY"), u == "CURL_HOME", u == "OPENSSL_CONF",
