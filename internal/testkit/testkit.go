@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -26,7 +27,7 @@ func Updating() bool { return *update }
 
 // Golden compares got with the golden file at path (usually under
 // testdata/), or rewrites the file under -update. A difference fails t with
-// both texts and says how to refresh.
+// the first line that differs, both texts, and how to refresh.
 func Golden(t testing.TB, path string, got []byte) {
 	t.Helper()
 	if *update {
@@ -43,8 +44,26 @@ func Golden(t testing.TB, path string, got []byte) {
 		t.Fatalf("reading %s (run go test -update to create it): %v", path, err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run go test -update and review the diff)\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
+		n, g, w := firstDiff(string(got), string(want))
+		t.Errorf("%s differs from the golden file at line %d (run go test -update and review the diff):\n got %s\nwant %s\n--- got ---\n%s\n--- want ---\n%s", path, n, g, w, got, want)
 	}
+}
+
+// firstDiff returns the 1-based number of the first line where got and want
+// differ, and that line of each, quoted ("end of file" past the end).
+func firstDiff(got, want string) (n int, g, w string) {
+	gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+	i := 0
+	for i < len(gl) && i < len(wl) && gl[i] == wl[i] {
+		i++
+	}
+	line := func(ls []string) string {
+		if i < len(ls) {
+			return strconv.Quote(ls[i])
+		}
+		return "end of file"
+	}
+	return i + 1, line(gl), line(wl)
 }
 
 // RequireTool returns the path of an external program a test needs. A

@@ -34,3 +34,20 @@ func TestCleanEnv(t *testing.T) {
 		t.Errorf("CleanEnv(HTTPS_PROXY=...) = %q, want the extra and not the inherited value", env)
 	}
 }
+
+func TestFirstDiff(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+		n         int
+		g, w      string
+	}{
+		{got: "a\nb\n", want: "a\nc\n", n: 2, g: `"b"`, w: `"c"`},
+		{got: "a\n", want: "a\nb\n", n: 2, g: `""`, w: `"b"`},
+		{got: "a\nb", want: "a", n: 2, g: `"b"`, w: "end of file"},
+	} {
+		n, g, w := firstDiff(tc.got, tc.want)
+		if n != tc.n || g != tc.g || w != tc.w {
+			t.Errorf("firstDiff(%q, %q) = %d, %s, %s; want %d, %s, %s", tc.got, tc.want, n, g, w, tc.n, tc.g, tc.w)
+		}
+	}
+}
