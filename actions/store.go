@@ -5,14 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 
+	"github.com/aileron-dev/aileron-proxy/internal/cappedfile"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -111,29 +110,13 @@ func readManifests(path string) ([]manifest, error) {
 	}
 	out := make([]manifest, 0, len(paths))
 	for _, p := range paths {
-		data, err := readCapped(p)
+		data, err := cappedfile.Read(p, MaxFileSize)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("reading %s: %w", p, err)
 		}
 		out = append(out, manifest{path: p, data: data})
 	}
 	return out, nil
-}
-
-func readCapped(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p, err)
-	}
-	defer f.Close()
-	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("reading %s: not a regular file; point at an action.md", p)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p, err)
-	}
-	return data, nil
 }
 
 // FileError is a manifest that failed validation, with its path.
@@ -349,7 +332,11 @@ func (s *Store) List(conns []policy.Connector) ([]Installed, error) {
 			continue
 		}
 		e := Installed{Hash: "sha256:" + name, Dir: filepath.Join(s.hashDir(), name)}
-		data, err := readCapped(filepath.Join(e.Dir, FileName))
+		p := filepath.Join(e.Dir, FileName)
+		data, err := cappedfile.Read(p, MaxFileSize)
+		if err != nil {
+			err = fmt.Errorf("reading %s: %w", p, err)
+		}
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue // removed meanwhile

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -116,5 +117,18 @@ func TestStoreInstallRefusesInvalid(t *testing.T) {
 	}
 	if list, _ := s.List(nil); len(list) != 0 {
 		t.Errorf("store holds %d entries after a refused install, want 0 (no partial install)", len(list))
+	}
+}
+
+// TestStoreInstallRefusesFIFO: an action.md that is a FIFO is refused, not
+// waited on (reading it used to block until something wrote to it).
+func TestStoreInstallRefusesFIFO(t *testing.T) {
+	s, _ := OpenStore(t.TempDir())
+	fifo := filepath.Join(t.TempDir(), FileName)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Install(fifo, testConnectors(t)); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("Install(FIFO) = %v, want a not-a-regular-file error", err)
 	}
 }

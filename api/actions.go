@@ -16,7 +16,7 @@ import (
 
 // CodeActionNotFound answers a run of an action that is not installed, or
 // whose connector or operation is gone (broken).
-const CodeActionNotFound = "action_not_found"
+const CodeActionNotFound = contract.CodeActionNotFound
 
 // ActionRunRequest is the body of POST /v1/actions/{name}/run, the contract
 // of generated action shims.

@@ -5,11 +5,13 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
 // CodeUnsupportedMediaType answers a JSON route called with a body that is
 // not declared as JSON.
-const CodeUnsupportedMediaType = "unsupported_media_type"
+const CodeUnsupportedMediaType = contract.CodeUnsupportedMediaType
 
 // checkJSONContentType refuses, with 415, a request body whose Content-Type
 // is not application/json (an optional charset must be utf-8). Every route

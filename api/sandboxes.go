@@ -32,13 +32,13 @@ const (
 	SandboxMaxFileBytes = 256 << 20
 )
 
-// Sandbox error codes (internal/contract declares the first two).
+// Sandbox error codes, declared in internal/contract.
 const (
 	CodeSandboxGone     = contract.CodeSandboxGone
 	CodeSandboxNotFound = contract.CodeSandboxNotFound
 	// CodeSandboxFailed answers a POST /v1/sandboxes the launcher could
 	// not start (422); the message says why.
-	CodeSandboxFailed = "sandbox_failed"
+	CodeSandboxFailed = contract.CodeSandboxFailed
 )
 
 // ErrSandboxGone is returned by a Sandbox whose container died or was

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 const (
@@ -37,7 +39,7 @@ func firstLine(ctx context.Context, bin string, args ...string) string {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = cleanEnv()
+	cmd.Env = testkit.CleanEnv()
 	out, err := cmd.Output()
 	if err != nil {
 		return ""
@@ -148,7 +150,7 @@ func startSquid(ctx context.Context, dir string, o *origin, cleanup *cleanups) (
 		return nil, fmt.Errorf("writing squid's origin CA: %w", err)
 	}
 	init := exec.CommandContext(ctx, squidCertgen, "-c", "-s", filepath.Join(sdir, "ssl_db"), "-M", "16MB")
-	init.Env = cleanEnv()
+	init.Env = testkit.CleanEnv()
 	if out, err := init.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initialising squid's certificate database: %w: %s", err, out)
 	}
@@ -178,10 +180,24 @@ func startSquid(ctx context.Context, dir string, o *origin, cleanup *cleanups) (
 	return &target{name: targetSquid, version: version, proxyURL: &url.URL{Scheme: "http", Host: addr}, roots: ca.pool(), proc: p}, nil
 }
 
+// peerEnv is the peers' environment: testkit.CleanEnv plus the Python
+// output settings it drops with every PYTHON* variable. mitmdump is Python,
+// and PYTHONUNBUFFERED decides how it writes its flow log, so dropping it
+// would change what is measured; neither setting adds trust.
+func peerEnv() []string {
+	var keep []string
+	for _, k := range []string{"PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE"} {
+		if v, ok := os.LookupEnv(k); ok {
+			keep = append(keep, k+"="+v)
+		}
+	}
+	return testkit.CleanEnv(keep...)
+}
+
 // startPeer starts a peer proxy with a clean environment, registers its
 // stop with cleanup and waits up to 60s until it listens on 127.0.0.1:port.
 func startPeer(ctx context.Context, name string, cmd *exec.Cmd, logPath string, port int, cleanup *cleanups) (*process, string, error) {
-	cmd.Env = cleanEnv()
+	cmd.Env = peerEnv()
 	p, err := startProcess(name, cmd, logPath)
 	if err != nil {
 		return nil, "", err

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // process is a child the harness started. Every child gets its own process
@@ -123,7 +125,7 @@ func waitListening(ctx context.Context, p *process, addr string) error {
 // "listening ADDR" once ready), registers its stop with cl, and returns the
 // process and ADDR.
 func startListener(ctx context.Context, name string, cmd *exec.Cmd, logPath string, cl *cleanups) (*process, string, error) {
-	cmd.Env = cleanEnv()
+	cmd.Env = testkit.CleanEnv()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, "", fmt.Errorf("piping %s's stdout: %w", name, err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/ca"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // scenarioSessions is (6a): POST /v1/sessions for the 100-host connector,
@@ -111,7 +112,7 @@ func leafIssuance(ctx context.Context) measure {
 			cmd := exec.CommandContext(tctx, goBin, "test", "-run", "^$", "-bench", "^BenchmarkLeafIssue$",
 				"-benchtime", "1000x", "-count", "1", "./ca/")
 			cmd.Dir = root
-			cmd.Env = cleanEnv()
+			cmd.Env = testkit.CleanEnv()
 			out, err := cmd.CombinedOutput()
 			if mm := nsPerOp.FindSubmatch(out); err == nil && mm != nil {
 				ns, _ := strconv.ParseFloat(string(mm[1]), 64)

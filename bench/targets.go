@@ -14,6 +14,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // Target names, in table order.
@@ -75,28 +77,6 @@ func (t *target) pid() int {
 	return t.proc.pid()
 }
 
-// cleanEnv is a child environment without the machine's global CA and proxy
-// variables, so every child trusts exactly what the harness configures. The
-// list is integration/harness_test.go's cleanEnv; keep the two in step.
-func cleanEnv(extra ...string) []string {
-	drop := map[string]bool{}
-	for _, k := range []string{"SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO",
-		"NODE_EXTRA_CA_CERTS", "NIX_SSL_CERT_FILE", "PIP_CERT", "AWS_CA_BUNDLE", "HTTPLIB2_CA_CERTS",
-		"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
-		"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
-		"AILERON_HOME"} {
-		drop[k] = true
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if !drop[k] {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
-
 // --- aileron-proxy ---------------------------------------------------------
 
 // aileronDaemon is a running `aileron-proxy serve` and what the harness
@@ -152,7 +132,7 @@ func (d *aileronDaemon) cli(ctx context.Context, stdin string, args ...string) (
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, d.bin, append([]string{"--home", d.home}, args...)...)
-	cmd.Env = cleanEnv()
+	cmd.Env = testkit.CleanEnv()
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -214,7 +194,7 @@ func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelS
 	cmd := exec.Command(bin, "--home", home, "serve",
 		"--proxy-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0",
 		"--resolve", o.authority()+"="+o.addr(), "--upstream-ca", o.caFile)
-	cmd.Env = cleanEnv()
+	cmd.Env = testkit.CleanEnv()
 	p, err := startProcess(name, cmd, filepath.Join(dir, "serve.log"))
 	if err != nil {
 		return nil, err

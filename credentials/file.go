@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
 )
 
 // FileVersion is the credentials.json schema version this package writes and
@@ -311,8 +313,8 @@ func (f *File) marshal() ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
-// Save writes f to path atomically (temporary file in the same directory,
-// fsync, rename) with mode 0600, creating the directory with mode 0700.
+// Save writes f to path atomically (see atomicfile.WriteFile) with mode
+// 0600, creating the directory with mode 0700.
 func (f *File) Save(path string) error {
 	data, err := f.marshal()
 	if err != nil {
@@ -322,39 +324,8 @@ func (f *File) Save(path string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating directory for credentials file: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".credentials-*.tmp")
-	if err != nil {
+	if err := atomicfile.WriteFile(path, data, 0o600); err != nil {
 		return fmt.Errorf("saving credentials file %q: %w", path, err)
-	}
-	tmpName := tmp.Name()
-	committed := false
-	defer func() {
-		if !committed {
-			_ = os.Remove(tmpName)
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("setting mode of credentials file: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing credentials file %q: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("syncing credentials file %q: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("closing credentials file %q: %w", path, err)
-	}
-	if err := os.Rename(tmpName, path); err != nil {
-		return fmt.Errorf("replacing credentials file %q: %w", path, err)
-	}
-	committed = true
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	return nil
 }

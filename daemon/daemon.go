@@ -28,6 +28,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/ca"
 	"github.com/aileron-dev/aileron-proxy/console"
 	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
 	"github.com/aileron-dev/aileron-proxy/launcher"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/proxy"
@@ -232,7 +233,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	info := api.DaemonInfo{APIURL: d.APIURL(), ProxyAddr: d.ProxyAddr(), AdminToken: d.adminToken, PID: os.Getpid()}
 	raw, _ := json.MarshalIndent(info, "", "  ")
 	daemonFile := filepath.Join(d.cfg.Home, DaemonFile)
-	if err := writeFileAtomic(daemonFile, append(raw, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteFile(daemonFile, append(raw, '\n'), 0o600); err != nil {
 		d.shutdown()
 		return fmt.Errorf("writing %s: %w", daemonFile, err)
 	}
@@ -394,10 +395,10 @@ func (d *Daemon) writeSessionFiles(s *session.Session) (caFile, bundleFile strin
 	caFile = filepath.Join(dir, "ca.pem")
 	bundleFile = filepath.Join(dir, "ca-bundle.pem")
 	// The CA certificate is public; 0644 lets a container user read it.
-	if err := writeFileAtomic(caFile, s.CAPEM, 0o644); err != nil {
+	if err := atomicfile.WriteFile(caFile, s.CAPEM, 0o644); err != nil {
 		return "", "", fmt.Errorf("writing %s: %w", caFile, err)
 	}
-	if err := writeFileAtomic(bundleFile, ca.BundlePEM(s.CAPEM, d.systemRoots), 0o644); err != nil {
+	if err := atomicfile.WriteFile(bundleFile, ca.BundlePEM(s.CAPEM, d.systemRoots), 0o644); err != nil {
 		return "", "", fmt.Errorf("writing %s: %w", bundleFile, err)
 	}
 	return caFile, bundleFile, nil

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // flueNode is the Node that flue/package.json pins (npm ci in flue/
@@ -47,7 +49,7 @@ func TestFlueConnector(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "test/aileron.test.ts")
 		cmd.Dir = dir
-		cmd.Env = cleanEnv("AILERON_FLUE_SANDBOXES=" + string(targets))
+		cmd.Env = testkit.CleanEnv("AILERON_FLUE_SANDBOXES=" + string(targets))
 		var buf bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &buf, &buf
 		err := cmd.Run()

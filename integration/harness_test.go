@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // binPath is the aileron-proxy binary built once by TestMain.
@@ -59,28 +61,6 @@ func TestMain(m *testing.M) {
 // canary is the credential stored for the test connector. No test output,
 // log, audit line or client-visible response may contain it.
 const canary = "canary-SECRET-7f3a9c1e5b"
-
-// cleanEnv is the environment for child processes: the machine's global CA
-// and proxy variables removed, so every test states the trust it means. The
-// bench harness (bench/targets.go) keeps the same list; keep the two in step.
-func cleanEnv(extra ...string) []string {
-	drop := map[string]bool{}
-	for _, k := range []string{"SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO",
-		"NODE_EXTRA_CA_CERTS", "NIX_SSL_CERT_FILE", "PIP_CERT", "AWS_CA_BUNDLE", "HTTPLIB2_CA_CERTS",
-		"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
-		"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
-		"AILERON_HOME"} {
-		drop[k] = true
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if !drop[k] {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
 
 // upstream is a loopback TLS server standing in for a real API. It records
 // what arrives so tests assert inside the upstream.
@@ -218,7 +198,7 @@ func cli(t *testing.T, home string, stdin string, args ...string) (string, strin
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, append([]string{"--home", home}, args...)...)
-	cmd.Env = cleanEnv()
+	cmd.Env = testkit.CleanEnv()
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -254,7 +234,7 @@ func startServe(t *testing.T, home string, env []string, flags ...string) *daemo
 	t.Helper()
 	args := append([]string{"--home", home, "serve", "--proxy-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"}, flags...)
 	cmd := exec.Command(binPath, args...)
-	cmd.Env = cleanEnv(env...)
+	cmd.Env = testkit.CleanEnv(env...)
 	d := &daemon{home: home, cmd: cmd, stderr: &lockedBuffer{}}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // requireRuntime skips unless the container runtime's engine answers;
@@ -34,14 +36,14 @@ func requireRuntime(t *testing.T, kind string) {
 }
 
 // launchCLI runs `aileron-proxy --home HOME ARGS...` with env added to
-// cleanEnv, bounded by timeout; on timeout launch gets SIGINT first so it
+// testkit.CleanEnv, bounded by timeout; on timeout launch gets SIGINT first so it
 // tears its sandbox down.
 func launchCLI(t *testing.T, home string, env []string, timeout time.Duration, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, append([]string{"--home", home}, args...)...)
-	cmd.Env = cleanEnv(env...)
+	cmd.Env = testkit.CleanEnv(env...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
 	cmd.WaitDelay = 30 * time.Second
 	var out, errb bytes.Buffer

@@ -165,7 +165,7 @@ func (e *env) curl(t *testing.T, args ...string) (body string, code int) {
 	defer cancel()
 	full := append([]string{"-sS", "--proxy", e.s.ProxyURL, "--cacert", e.s.CAFile, "-w", "\n%{http_code}"}, args...)
 	cmd := exec.CommandContext(ctx, "curl", full...)
-	cmd.Env = cleanEnv()
+	cmd.Env = testkit.CleanEnv()
 	out, err := cmd.Output()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -485,7 +485,7 @@ func TestProxyPassthrough(t *testing.T) {
 	// The client talks TLS with the upstream itself: it must trust the
 	// upstream's certificate, not the session CA.
 	cmd := exec.Command("curl", "-sS", "--proxy", s.ProxyURL, "--cacert", up.certFile, "https://pass.example.test/x")
-	cmd.Env = cleanEnv()
+	cmd.Env = testkit.CleanEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil || string(out) != `auth=""` {
 		t.Fatalf("passthrough curl = %q, %v", out, err)
@@ -504,7 +504,7 @@ opener = urllib.request.build_opener(urllib.request.ProxyHandler({"https": sys.a
 print(json.load(opener.open("https://api.example.test/v1/items/7", timeout=30))["id"])
 `
 	cmd := exec.Command(py, "-c", script, e.s.ProxyURL, e.s.CAFile)
-	cmd.Env = cleanEnv()
+	cmd.Env = testkit.CleanEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "7" {
 		t.Fatalf("python3 through the proxy: %v\n%s", err, out)
@@ -521,7 +521,7 @@ func TestProxyLargeDownloadFlatMemory(t *testing.T) {
 	testkit.RequireTool(t, "curl")
 	cmd := exec.Command("curl", "-sS", "--proxy", e.s.ProxyURL, "--cacert", e.s.CAFile, "-o", "/dev/null",
 		"-w", "%{http_code} %{size_download}", "https://api.example.test/v1/download/"+strconv.Itoa(size))
-	cmd.Env = cleanEnv()
+	cmd.Env = testkit.CleanEnv()
 	out, err := cmd.Output()
 	if err != nil || string(out) != "200 "+strconv.Itoa(size) {
 		t.Fatalf("1 GiB download = %q, %v", out, err)

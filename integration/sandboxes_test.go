@@ -267,7 +267,7 @@ func TestSandboxUpExecFiles(t *testing.T) {
 		// command a terminal too.
 		tty := exec.Command(testkit.RequireTool(t, "script"), "-qec", binPath+" --home "+e.home+" sandbox exec "+sb.ID+
 			" -- sh -c 'test -t 0 && test -t 1 && echo TTY-OK; tty'", "/dev/null")
-		tty.Env = cleanEnv()
+		tty.Env = testkit.CleanEnv()
 		if out, err := tty.CombinedOutput(); err != nil || !strings.Contains(string(out), "TTY-OK") || !strings.Contains(string(out), "/dev/pts/") {
 			t.Errorf("sandbox exec on a terminal = %v, %q; want the command on a terminal", err, out)
 		}

@@ -245,9 +245,9 @@ func (l *launch) cleanup(ctx context.Context) {
 func (l *launch) run(ctx context.Context) (int, error) {
 	cfg := &l.cfg
 	agent := cfg.Agent[0]
-	conns, err := selectConnectors(cfg.Connectors, cfg.ConnectorFQNs)
+	conns, err := policy.SelectConnectors(cfg.Connectors, cfg.ConnectorFQNs)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("selecting connectors (check --connector): %w", err)
 	}
 	acts := sessionActions(cfg.Actions, conns)
 	rendered, err := shims.Render(shims.RenderOptions{Connectors: conns, AgentCommand: path.Base(agent), Actions: acts})
@@ -495,48 +495,6 @@ func (l *launch) removeNetwork(ctx context.Context, name string) error {
 		}
 		delay = min(2*delay, time.Second)
 	}
-}
-
-// selectConnectors picks the connectors named by fqns, all of them when
-// fqns is empty; an FQN that is not active is an error listing the others.
-func selectConnectors(active []policy.Connector, fqns []string) ([]policy.Connector, error) {
-	if len(fqns) == 0 {
-		return active, nil
-	}
-	byFQN := map[string]policy.Connector{}
-	var names []string
-	for _, c := range active {
-		if c.Spec == nil {
-			continue
-		}
-		byFQN[c.Spec.Connector.FQN] = c
-		names = append(names, c.Spec.Connector.FQN)
-	}
-	var out []policy.Connector
-	seen := map[string]bool{}
-	var unknown []string
-	for _, f := range fqns {
-		c, ok := byFQN[f]
-		switch {
-		case !ok:
-			unknown = append(unknown, f)
-		case !seen[f]:
-			seen[f] = true
-			out = append(out, c)
-		}
-	}
-	if len(unknown) > 0 {
-		avail := "none are installed (install one with `aileron-proxy connector install PATH`)"
-		if len(names) > 0 {
-			avail = "active connectors: " + strings.Join(names, ", ")
-		}
-		verb := "are"
-		if len(unknown) == 1 {
-			verb = "is"
-		}
-		return nil, fmt.Errorf("selecting connectors: %s %s not installed or not active (check --connector); %s", quoteList(unknown), verb, avail)
-	}
-	return out, nil
 }
 
 // warnUnrendered warns about session connectors that have no shims (an

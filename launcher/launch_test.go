@@ -515,7 +515,7 @@ func TestLaunchConflictStopsFirst(t *testing.T) {
 	// An unknown --connector stops it the same way.
 	cfg.Agent = []string{"agent"}
 	cfg.ConnectorFQNs = []string{"local://test/nope"}
-	if _, err := Launch(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), `"local://test/nope" is not installed or not active`) || !strings.Contains(err.Error(), "local://test/echo") {
+	if _, err := Launch(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), `"local://test/nope" is not an active installed connector`) || !strings.Contains(err.Error(), "local://test/echo") {
 		t.Errorf("Launch with an unknown connector = %v", err)
 	}
 	if len(f.calls) != 0 || len(sessions.created) != 0 {

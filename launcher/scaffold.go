@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
 )
 
 // The starter files `sandbox init` writes. Strings, so they are immutable.
@@ -90,33 +92,10 @@ func Init(projectDir string, opts InitOptions) ([]string, error) {
 	var written []string
 	for _, name := range names {
 		path := filepath.Join(projectDir, filepath.FromSlash(name))
-		if err := writeFileAtomic(path, files[name], 0o644); err != nil {
+		if err := atomicfile.WriteFile(path, files[name], 0o644); err != nil {
 			return written, fmt.Errorf("writing %s: %w", name, err)
 		}
 		written = append(written, path)
 	}
 	return written, nil
-}
-
-// writeFileAtomic writes data to a temporary file next to path and renames
-// it into place.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -11,7 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
+
+	"github.com/aileron-dev/aileron-proxy/internal/cappedfile"
 )
 
 // A connector package is a directory holding aileron.connector.v1.json at
@@ -82,7 +83,7 @@ func readPackage(path string) ([]pkgFile, error) {
 		if err != nil {
 			return nil, err
 		}
-		data, err := readCapped(real, MaxSpecSize)
+		data, err := cappedfile.Read(real, MaxSpecSize)
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +125,7 @@ func readPackage(path string) ([]pkgFile, error) {
 		if rel == SpecFileName {
 			limit = MaxSpecSize
 		}
-		data, err := readCapped(p, limit)
+		data, err := cappedfile.Read(p, limit)
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", rel, err)
 		}
@@ -142,31 +143,6 @@ func readPackage(path string) ([]pkgFile, error) {
 		return nil, fmt.Errorf("%s has no %s at its root; point at the spec file or its package directory", path, SpecFileName)
 	}
 	return files, nil
-}
-
-// readCapped reads a regular file of at most limit bytes, without following
-// a symbolic link in its last element.
-func readCapped(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than the %d-byte limit", filepath.Base(path), limit)
-	}
-	return data, nil
 }
 
 func specData(files []pkgFile) []byte {

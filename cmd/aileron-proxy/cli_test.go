@@ -1,16 +1,13 @@
 package main
 
 // What the tests of every command share: runCLI runs the CLI in process as
-// main does, checkGolden compares output with testdata/*.golden, and the two
-// tree-wide tests enforce the CLI rules of STYLE.md §8 on every command.
+// main does, testkit.Golden compares output with testdata/*.golden, and the
+// two tree-wide tests enforce the CLI rules of STYLE.md §8 on every command.
 
 import (
 	"bytes"
 	"context"
-	"flag"
-	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,9 +16,9 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/ (review the diff)")
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
+)
 
 // runCLITimeout bounds one in-process run. It fits the slowest legitimate
 // run, `sandbox check` building an image against a real Docker.
@@ -39,39 +36,6 @@ func runCLI(t *testing.T, home, stdin string, env map[string]string, args ...str
 	defer cancel()
 	code = exitStatus(root.ExecuteContext(ctx), &errOut)
 	return out.String(), errOut.String(), code
-}
-
-// checkGolden compares got with the golden file at path. With -update it
-// rewrites the file first; review the diff before committing it.
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading %s (create it with -update): %v", path, err)
-	}
-	if want := string(raw); got != want {
-		gotLines, wantLines := strings.Split(got, "\n"), strings.Split(want, "\n")
-		i := 0
-		for i < len(gotLines) && i < len(wantLines) && gotLines[i] == wantLines[i] {
-			i++
-		}
-		line := func(ls []string) string {
-			if i < len(ls) {
-				return fmt.Sprintf("%q", ls[i])
-			}
-			return "end of file"
-		}
-		t.Errorf("%s differs from line %d (rerun with -update and review the diff):\n got %s\nwant %s\nfull output:\n%s",
-			path, i+1, line(gotLines), line(wantLines), got)
-	}
 }
 
 // testRoot is the command tree for inspection; it is never executed.
@@ -153,7 +117,7 @@ func TestHelpGolden(t *testing.T) {
 				}
 				b.WriteString("$ " + strings.Join(append(append([]string{"aileron-proxy"}, args...), "--help"), " ") + "\n" + stdout + "\n")
 			}
-			checkGolden(t, filepath.Join("testdata", g.file), b.String())
+			testkit.Golden(t, filepath.Join("testdata", g.file), []byte(b.String()))
 		})
 	}
 }

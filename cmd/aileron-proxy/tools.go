@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -69,9 +67,9 @@ Exit status: 0 rendered; 1 conflict or write failure; 2 usage error.`,
 			if err != nil {
 				return err
 			}
-			conns, err := selectConnectors(loaded.Active, connectors)
+			conns, err := policy.SelectConnectors(loaded.Active, connectors)
 			if err != nil {
-				return err
+				return fmt.Errorf("rendering tools: --connector %w", err)
 			}
 			if len(conns) == 0 {
 				fmt.Fprintln(a.stderr, "warning: no active connectors; the render holds no tools (install one with \"aileron-proxy connector install PATH\")")
@@ -119,37 +117,4 @@ func (a *app) loadConnectors(warn func(string)) (*policy.Store, *policy.LoadResu
 		warn(p)
 	}
 	return store, loaded, nil
-}
-
-// selectConnectors picks the active connectors named by fqns (all of them
-// when fqns is empty); an FQN that is not active is an error listing those
-// that are.
-func selectConnectors(active []policy.Connector, fqns []string) ([]policy.Connector, error) {
-	if len(fqns) == 0 {
-		return active, nil
-	}
-	byFQN := map[string]policy.Connector{}
-	var names []string
-	for _, c := range active {
-		byFQN[c.Spec.Connector.FQN] = c
-		names = append(names, c.Spec.Connector.FQN)
-	}
-	sort.Strings(names)
-	var out []policy.Connector
-	seen := map[string]bool{}
-	for _, f := range fqns {
-		c, ok := byFQN[f]
-		if !ok {
-			list := "none are installed; add one with \"aileron-proxy connector install PATH\""
-			if len(names) > 0 {
-				list = "active connectors: " + strings.Join(names, ", ")
-			}
-			return nil, fmt.Errorf("rendering tools: --connector %q is not an active installed connector (see \"aileron-proxy connector list\"); %s", f, list)
-		}
-		if !seen[f] {
-			seen[f] = true
-			out = append(out, c)
-		}
-	}
-	return out, nil
 }

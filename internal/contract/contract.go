@@ -87,6 +87,15 @@ const (
 	// CodeClientClosed: the client closed the request before the answer
 	// (499, recorded in the audit; the client never reads it).
 	CodeClientClosed Code = "client_closed"
+	// CodeUnsupportedMediaType: a JSON route was called with a body that
+	// is not declared as JSON (415).
+	CodeUnsupportedMediaType Code = "unsupported_media_type"
+	// CodeActionNotFound: a run of an action that is not installed, or
+	// whose connector or operation is gone (broken) (404).
+	CodeActionNotFound Code = "action_not_found"
+	// CodeSandboxFailed: the launcher could not start the sandbox a
+	// POST /v1/sandboxes asked for (422); the message says why.
+	CodeSandboxFailed Code = "sandbox_failed"
 )
 
 // ProxyCodes are the codes the proxy may answer with or count as a
