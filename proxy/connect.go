@@ -302,7 +302,7 @@ func (s *Server) intercept(t *tunnel, tc *tunnelConn) {
 	}
 	_ = tc.SetDeadline(time.Time{})
 	if conn.ConnectionState().NegotiatedProtocol != "h2" {
-		s.serveH1(t, newFramedConn(conn, t)) // serve_h1.go; smuggle.go
+		s.serveH1(t, tc, newFramedConn(conn, t)) // serve_h1.go; smuggle.go
 		return
 	}
 	if !s.innerLn.push(conn) {

@@ -57,6 +57,7 @@ const (
 type h1ServerConn struct {
 	s    *Server
 	t    *tunnel
+	tc   *tunnelConn // under fc's TLS
 	fc   *framedConn
 	lim  limitedReader // under br: caps a request's header block
 	br   *bufio.Reader
@@ -74,8 +75,8 @@ type h1ServerConn struct {
 }
 
 // serveH1 serves fc until the client closes it, an error, or shutdown.
-func (s *Server) serveH1(t *tunnel, fc *framedConn) {
-	c := &h1ServerConn{s: s, t: t, fc: fc, addr: fc.RemoteAddr().String()}
+func (s *Server) serveH1(t *tunnel, tc *tunnelConn, fc *framedConn) {
+	c := &h1ServerConn{s: s, t: t, tc: tc, fc: fc, addr: fc.RemoteAddr().String()}
 	c.lim = limitedReader{r: fc, n: -1}
 	c.br = bufio.NewReaderSize(&c.lim, 4<<10)
 	c.bw = bufio.NewWriterSize(fc, 4<<10)
@@ -390,17 +391,26 @@ func (w *h1Response) Write(p []byte) (int, error) {
 	return len(p), w.writeBody(p)
 }
 
-// writeBody writes p in the response's framing.
-func (w *h1Response) writeBody(p []byte) error {
+// writeBody writes p in the response's framing; a large p goes out with
+// one system call (batch.go).
+func (w *h1Response) writeBody(p []byte) (err error) {
 	bw := w.c.bw
+	if len(p) >= batchMin {
+		w.c.tc.startBatch()
+		defer func() {
+			if ferr := w.c.tc.flushBatch(); err == nil {
+				err = w.fail(ferr)
+			}
+		}()
+	}
 	if w.chunked {
 		bw.WriteString(strconv.FormatInt(int64(len(p)), 16))
 		bw.WriteString("\r\n")
 		bw.Write(p)
-		_, err := bw.WriteString("\r\n")
+		_, err = bw.WriteString("\r\n")
 		return w.fail(err)
 	}
-	_, err := bw.Write(p)
+	_, err = bw.Write(p)
 	return w.fail(err)
 }
 

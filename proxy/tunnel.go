@@ -107,6 +107,9 @@ func (t *tunnel) expire() {
 type tunnelConn struct {
 	net.Conn
 	t *tunnel
+	// batch collects writes between startBatch and flushBatch (batch.go);
+	// only the goroutine serving the connection uses it.
+	batch *[]byte
 }
 
 func (c *tunnelConn) Close() error {

@@ -39,6 +39,7 @@ const inlineBodyMax = 64 << 10
 type h1Conn struct {
 	target string
 	conn   net.Conn
+	raw    *readBufConn  // under conn's TLS
 	lim    limitedReader // under br: caps the response header block
 	br     *bufio.Reader
 	bw     *bufio.Writer
@@ -144,7 +145,8 @@ func (s *Server) dialH1(ctx context.Context, target string) (*h1Conn, error) {
 	}
 	cfg := s.h1TLS.Clone()
 	cfg.ServerName = hp.Host
-	tc := tls.Client(raw, cfg)
+	rb := &readBufConn{Conn: raw}
+	tc := tls.Client(rb, cfg)
 	hctx, cancel := context.WithTimeout(ctx, s.limits.TLSHandshakeTimeout)
 	err = tc.HandshakeContext(hctx)
 	cancel()
@@ -152,7 +154,7 @@ func (s *Server) dialH1(ctx context.Context, target string) (*h1Conn, error) {
 		_ = raw.Close()
 		return nil, err
 	}
-	c := &h1Conn{target: target, conn: tc}
+	c := &h1Conn{target: target, conn: tc, raw: rb}
 	c.lim = limitedReader{r: tc, n: -1}
 	c.br = bufio.NewReaderSize(&c.lim, 16<<10)
 	c.bw = bufio.NewWriterSize(tc, 4<<10)
@@ -277,6 +279,13 @@ func (b *h1Body) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := b.rc.Read(p)
+	// A fast body: go on while the next record is already read from the
+	// socket (the read cannot wait), so the body moves in large pieces.
+	for err == nil && len(p)-n >= 16<<10 && b.c.raw.buffered() >= maxRecordWire {
+		var m int
+		m, err = b.rc.Read(p[n:])
+		n += m
+	}
 	if err != nil {
 		b.done(err == io.EOF)
 	}
