@@ -15,7 +15,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -156,12 +155,17 @@ func (w *Writer) Path() string { return w.path }
 // Path, and appends the event as one line. It never returns an error: a
 // failed write is counted in Errors.
 func (w *Writer) Record(e Event) {
-	line, err := Marshal(e)
+	bp := linePool.Get().(*[]byte)
+	defer linePool.Put(bp)
+	line, err := appendLine((*bp)[:0], e)
 	if err != nil {
 		w.errs.Add(1)
 		return
 	}
-	if _, err := w.cw.Write(line); err != nil {
+	if cap(line) <= 64<<10 {
+		*bp = line[:0]
+	}
+	if _, err := w.cw.Write(line); err != nil { // copies line
 		w.errs.Add(1) // closed
 	}
 }
@@ -214,15 +218,6 @@ func Normalize(e Event) Event {
 		e.Host = e.Host[i+1:]
 	}
 	return e
-}
-
-// Marshal returns the normalized event as one JSON line, newline included.
-func Marshal(e Event) ([]byte, error) {
-	b, err := json.Marshal(Normalize(e))
-	if err != nil {
-		return nil, fmt.Errorf("encoding audit event: %w", err)
-	}
-	return append(b, '\n'), nil
 }
 
 // idPrefix starts every audit ID.
