@@ -19,7 +19,7 @@ import (
 // Both buffers are pooled and held only while they hold data.
 
 // rawReadSize is the socket read size of an upstream connection.
-const rawReadSize = 128 << 10
+const rawReadSize = 256 << 10
 
 // maxRecordWire bounds a TLS record on the wire: header, 16 KiB of
 // plaintext and the largest expansion TLS 1.2 allows. With this many bytes

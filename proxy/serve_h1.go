@@ -161,7 +161,11 @@ func (c *h1ServerConn) serveOne() (keep, hijacked bool) {
 		c.refuseRead(err)
 		return false, false
 	}
-	_ = c.fc.SetReadDeadline(time.Time{})
+	if req.ContentLength != 0 {
+		// The body is read without the header's deadline; a bodiless
+		// request reads nothing more until waitRequest sets the next one.
+		_ = c.fc.SetReadDeadline(time.Time{})
+	}
 	c.lastPOST = req.Method == http.MethodPost
 	if status, msg := h1Check(req); status != 0 {
 		c.writeStatus(status, msg)

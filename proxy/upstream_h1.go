@@ -247,7 +247,10 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request) (*http.Response, error
 		}
 		return nil, fmt.Errorf("%s switched protocols for a request that did not ask to", c.target)
 	}
-	if s.limits.ResponseHeaderTimeout > 0 {
+	if s.limits.ResponseHeaderTimeout > 0 && (resp.ContentLength < 0 || int64(c.br.Buffered()) < resp.ContentLength) {
+		// The body is streamed without the header's deadline; one already
+		// buffered whole is not read from the connection again, and the
+		// next exchange sets its own deadline.
 		_ = c.conn.SetReadDeadline(time.Time{})
 	}
 	reuse := !resp.Close && !out.Close
