@@ -252,7 +252,11 @@ func (s *Server) hijackConnect(req *http.Request, client net.Conn, _ *goproxy.Pr
 	st.hijacked = true
 	t := st.tunnel
 	_ = client.SetDeadline(time.Time{})
-	tc := &tunnelConn{Conn: client, t: t}
+	conn := client
+	if t.mode == modeIntercept {
+		conn = newRawConn(client) // rawconn.go; passthrough keeps splice
+	}
+	tc := &tunnelConn{Conn: conn, t: t}
 	s.mu.Lock()
 	t.client = tc
 	closed := t.closed // CloseSession or Shutdown ran since handleConnect

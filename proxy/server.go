@@ -142,7 +142,7 @@ func New(cfg Config) (*Server, error) {
 	s.dialer = newDialer(resolve, limits.DialTimeout)
 	s.transport = &http.Transport{
 		Proxy:                  nil, // never an environment proxy
-		DialContext:            s.dialer.DialContext,
+		DialContext:            s.dialRaw,
 		TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    limits.TLSHandshakeTimeout,
 		ResponseHeaderTimeout:  limits.ResponseHeaderTimeout,
@@ -208,6 +208,16 @@ func New(cfg Config) (*Server, error) {
 		ConnContext: connContext,
 	}
 	return s, nil
+}
+
+// dialRaw dials like dialer.DialContext and reads and writes the
+// connection with raw system calls (rawconn.go).
+func (s *Server) dialRaw(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := s.dialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return newRawConn(c), nil
 }
 
 // Serve accepts proxy clients on l until Shutdown; like net/http it returns

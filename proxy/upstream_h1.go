@@ -145,7 +145,7 @@ func (s *Server) dialH1(ctx context.Context, target string) (*h1Conn, error) {
 	}
 	cfg := s.h1TLS.Clone()
 	cfg.ServerName = hp.Host
-	rb := &readBufConn{Conn: raw}
+	rb := &readBufConn{Conn: newRawConn(raw)}
 	tc := tls.Client(rb, cfg)
 	hctx, cancel := context.WithTimeout(ctx, s.limits.TLSHandshakeTimeout)
 	err = tc.HandshakeContext(hctx)
