@@ -426,6 +426,19 @@ func addChecks(rep *report, measures map[string]map[string]measure) {
 		rep.absCheck("(5) RSS per idle tunnel <= 100 KiB", "5.kib_per_tunnel", 100, " KiB"),
 		rep.absCheck("(6) session with 100 hosts <= 25 ms", "6.session.session_ms", 25, " ms"),
 		rep.absCheck("(6) leaf issuance <= 150 µs", "6.leaf.leaf_us", 150, " µs"),
+		// Issue 17: the proxy's own CPU against a bare goproxy, same run.
+		rep.peerCheck("(17) proxy CPU/req, 1 client <= 0.8x goproxy", "1.c1.cpu_us", 0.8),
+		rep.peerCheck("(17) proxy CPU/req, 16 clients <= 0.8x goproxy", "1.c16.cpu_us", 0.8),
+		rep.peerCheck("(17) proxy CPU/req, new connection <= 0.8x goproxy", "2.cpu_us", 0.8),
+		rep.peerCheck("(17) proxy CPU/GB, download <= 0.8x goproxy", "3.cpu_s_per_gb", 0.8),
+		rep.peerCheck("(17) proxy CPU/req, HTTP/2 <= 0.8x goproxy", "4.cpu_us", 0.8),
+		rep.bestPeerCheck("(17) req/s, 1 client >= best peer", "1.c1.rps"),
+		rep.bestPeerCheck("(17) req/s, 16 clients >= best peer", "1.c16.rps"),
+		rep.bestPeerCheck("(17) req/s, new connection >= best peer", "2.rps"),
+		rep.bestPeerCheck("(17) download MB/s >= best peer", "3.mbps"),
+		rep.bestPeerCheck("(17) HTTP/2 req/s >= best peer", "4.rps"),
+		rep.peerCheck("(17) p50 at 1 client <= goproxy's", "1.c1.p50", 1),
+		rep.absCheck("(17) proxy CPU, download <= 1.5 s/GB", "3.cpu_s_per_gb", 1.5, " s/GB"),
 	}
 }
 

@@ -70,7 +70,7 @@ type note struct {
 	Note     string `json:"note"`
 }
 
-// check is one of issue 7's targets for aileron-proxy.
+// check is one of the targets (issues 7 and 17) for aileron-proxy.
 type check struct {
 	Name     string  `json:"name"`
 	Value    float64 `json:"value"`
@@ -179,7 +179,7 @@ func (r *report) writeMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "- %s, %s: %s\n", n.Scenario, n.Target, n.Note)
 		}
 	}
-	fmt.Fprintln(w, "\n### Targets (issue 7), aileron-proxy\n\n| target | measured | limit | result | best peer |\n|---|---:|---:|---|---|")
+	fmt.Fprintln(w, "\n### Targets (issues 7 and 17), aileron-proxy\n\n| target | measured | limit | result | best peer |\n|---|---:|---:|---|---|")
 	for _, c := range r.Checks {
 		val, res := "not measured", "not met"
 		if c.Measured {
@@ -301,6 +301,54 @@ func (r *report) absCheck(name, id string, limit float64, unit string) check {
 	}
 	c.Value, c.Measured, c.Met = v, true, v <= limit
 	c.BestPeer = bestPeer(rw, false)
+	return c
+}
+
+// peerCheck checks aileron-proxy's figure on row id against goproxy's in
+// the same run: at most factor times it (issue 17's CPU targets).
+func (r *report) peerCheck(name, id string, factor float64) check {
+	c := check{Name: name, Limit: factor, Unit: "× goproxy"}
+	rw, ok := r.row(id)
+	if !ok {
+		return c
+	}
+	a, okA := rw.Values[targetAileron]
+	g, okG := rw.Values[targetGoproxy]
+	if !okA || !okG || g <= 0 {
+		return c
+	}
+	c.Value, c.Measured, c.Met = a/g, true, a <= factor*g
+	c.BestPeer = bestPeer(rw, false)
+	return c
+}
+
+// bestPeerCheck checks that aileron-proxy's figure on row id is at least as
+// good as the best measured peer's in the same run (issue 17); the limit is
+// that peer's ratio to direct.
+func (r *report) bestPeerCheck(name, id string) check {
+	c := check{Name: name, Unit: "×"}
+	rw, ok := r.row(id)
+	if !ok {
+		return c
+	}
+	a, okA := rw.Ratios[targetAileron]
+	var best float64
+	found := false
+	for _, p := range []string{targetGoproxy, targetMitm, targetSquid} {
+		v, ok := rw.Ratios[p]
+		if !ok {
+			continue
+		}
+		if !found || (rw.HigherIsBetter && v > best) || (!rw.HigherIsBetter && v < best) {
+			best, found = v, true
+		}
+	}
+	if !okA || !found {
+		return c
+	}
+	c.Value, c.Limit, c.Measured = a, best, true
+	c.Met = (rw.HigherIsBetter && a >= best) || (!rw.HigherIsBetter && a <= best)
+	c.BestPeer = bestPeer(rw, true)
 	return c
 }
 

@@ -43,7 +43,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		duration:         3 * time.Second,
+		duration:         6 * time.Second,
 		rounds:           3,
 		keepAliveClients: []int{1, 16},
 		newConnClients:   4,

@@ -183,7 +183,10 @@ func TestHTTP1RequestFraming(t *testing.T) {
 	e.expectSeen(t)
 
 	// A keep-alive connection sent nothing: closed at the idle timeout.
-	e2 := newEnv(t, func(c *Config) { c.Limits.IdleTimeout = 200 * time.Millisecond; c.Limits.ConnectTimeout = 200 * time.Millisecond })
+	e2 := newEnv(t, func(c *Config) {
+		c.Limits.IdleTimeout = 200 * time.Millisecond
+		c.Limits.ConnectTimeout = 200 * time.Millisecond
+	})
 	tc, br = e2.rawTunnel(t, apiHost+":443")
 	start := time.Now()
 	_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
