@@ -142,7 +142,7 @@ func removeAgentImages() {
 		img := v.(*agentImage)
 		if img.image != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			_ = exec.CommandContext(ctx, img.kind, "rmi", "--force", img.image).Run()
+			_ = exec.CommandContext(ctx, img.kind, "rmi", "--force", "--no-prune", img.image).Run()
 			cancel()
 		}
 		if img.project != "" {

@@ -93,7 +93,7 @@ func TestLaunchDevcontainer(t *testing.T) {
 				for _, repo := range []string{"aileron/sandbox-devc-" + kind, launcher.FeaturesRepository} {
 					out, _ := runtimeOutput(kind, "images", "--format", "{{.Repository}}:{{.Tag}}", repo)
 					for _, ref := range strings.Fields(out) {
-						_, _ = runtimeOutput(kind, "rmi", "--force", ref)
+						_, _ = runtimeOutput(kind, "rmi", "--force", "--no-prune", ref)
 					}
 				}
 			}()

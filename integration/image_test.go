@@ -47,7 +47,7 @@ func TestServerImage(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, docker, "build", "-q", "-t", tag, ctxDir).CombinedOutput(); err != nil {
 		t.Fatalf("docker build: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command(docker, "rmi", "-f", tag).Run() })
+	t.Cleanup(func() { _ = exec.Command(docker, "rmi", "-f", "--no-prune", tag).Run() })
 	out, err := exec.CommandContext(ctx, docker, "run", "--rm", "--network", "none", tag, "connector", "list").CombinedOutput()
 	if err != nil {
 		t.Fatalf("docker run %s connector list: %v\n%s", tag, err, out)

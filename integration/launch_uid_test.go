@@ -88,7 +88,7 @@ func TestLaunchWorkspaceOwner(t *testing.T) {
 				out, _ := runtimeOutput(kind, "images", "--format", "{{.Repository}}:{{.Tag}}", launcher.UIDImageRepository)
 				for _, ref := range strings.Fields(out) {
 					if strings.HasSuffix(ref, "-1234-1234") {
-						_, _ = runtimeOutput(kind, "rmi", "--force", ref)
+						_, _ = runtimeOutput(kind, "rmi", "--force", "--no-prune", ref)
 					}
 				}
 			})

@@ -140,7 +140,7 @@ func TestSandboxRealRuntimes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = exec.Command(string(kind), "rmi", "--force", p1.Image).Run() })
+			t.Cleanup(func() { _ = exec.Command(string(kind), "rmi", "--force", "--no-prune", p1.Image).Run() })
 			if p1.Tier != TierDevcontainer || !p1.Build.ExtendsBase {
 				t.Fatalf("tier 1 plan = %+v", p1)
 			}
