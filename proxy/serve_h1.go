@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -68,7 +69,8 @@ type h1ServerConn struct {
 	// connection to h1Closing and closes it.
 	state atomic.Int32
 	// pending holds body bytes written before the header was sent.
-	pending []byte
+	pending  []byte
+	deadline readDeadline // of fc
 	// lastPOST is set after a POST: up to 4 CR or LF bytes after its body
 	// are skipped, as http.Server tolerates (RFC 9112 §2.2).
 	lastPOST bool
@@ -78,6 +80,7 @@ type h1ServerConn struct {
 func (s *Server) serveH1(t *tunnel, tc *tunnelConn, fc *framedConn) {
 	c := &h1ServerConn{s: s, t: t, tc: tc, fc: fc, addr: fc.RemoteAddr().String()}
 	c.lim = limitedReader{r: fc, n: -1}
+	c.deadline.conn = fc
 	c.br = bufio.NewReaderSize(&c.lim, 4<<10)
 	c.bw = bufio.NewWriterSize(fc, 4<<10)
 	c.pending = make([]byte, 0, h1AutoLengthMax)
@@ -107,7 +110,8 @@ func (s *Server) serveH1(t *tunnel, tc *tunnelConn, fc *framedConn) {
 
 // waitRequest waits for the first byte of the next request under the idle
 // timeout (the read-header timeout for the first) and marks the connection
-// active; false when the connection is to be closed.
+// active; false when the connection is to be closed. The read-header
+// timeout is set only when the header block is not already read whole.
 func (c *h1ServerConn) waitRequest(first bool) bool {
 	lim := c.s.limits
 	if c.br.Buffered() == 0 {
@@ -120,7 +124,7 @@ func (c *h1ServerConn) waitRequest(first bool) bool {
 			return false
 		}
 		if d > 0 {
-			_ = c.fc.SetReadDeadline(time.Now().Add(d))
+			c.deadline.set(time.Now().Add(d))
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return false
@@ -130,9 +134,34 @@ func (c *h1ServerConn) waitRequest(first bool) bool {
 		}
 	}
 	if d := lim.ConnectTimeout; d > 0 {
-		_ = c.fc.SetReadDeadline(time.Now().Add(d))
+		if buf, _ := c.br.Peek(c.br.Buffered()); !bytes.Contains(buf, []byte("\r\n\r\n")) {
+			c.deadline.set(time.Now().Add(d))
+		}
 	}
 	return true
+}
+
+// deadlineSlack is how much earlier than asked a read deadline may stay:
+// a deadline already set at most this much before the one asked for is
+// kept, so a busy connection does not update its timer on every request.
+const deadlineSlack = time.Second
+
+// readDeadline sets a connection's read deadline, skipping updates within
+// deadlineSlack. Only the goroutine serving the connection uses it.
+type readDeadline struct {
+	conn interface{ SetReadDeadline(time.Time) error }
+	at   time.Time // the deadline set; zero for none
+}
+
+func (d *readDeadline) set(t time.Time) {
+	if !t.IsZero() && !d.at.IsZero() && !t.Before(d.at) && t.Sub(d.at) < deadlineSlack {
+		return
+	}
+	if t.IsZero() && d.at.IsZero() {
+		return
+	}
+	d.at = t
+	_ = d.conn.SetReadDeadline(t)
 }
 
 // closeIfIdle closes c when it is waiting for a request (Shutdown).
@@ -164,7 +193,7 @@ func (c *h1ServerConn) serveOne() (keep, hijacked bool) {
 	if req.ContentLength != 0 {
 		// The body is read without the header's deadline; a bodiless
 		// request reads nothing more until waitRequest sets the next one.
-		_ = c.fc.SetReadDeadline(time.Time{})
+		c.deadline.set(time.Time{})
 	}
 	c.lastPOST = req.Method == http.MethodPost
 	if status, msg := h1Check(req); status != 0 {

@@ -45,6 +45,9 @@ type h1Conn struct {
 	bw     *bufio.Writer
 	reused bool
 	idle   time.Time // when it was returned to the pool
+	// deadline is conn's read deadline; the one goroutine using the
+	// connection at a time sets it.
+	deadline readDeadline
 }
 
 // limitedReader reads from r while n > 0; n < 0 means no limit. It counts
@@ -155,6 +158,7 @@ func (s *Server) dialH1(ctx context.Context, target string) (*h1Conn, error) {
 		return nil, err
 	}
 	c := &h1Conn{target: target, conn: tc, raw: rb}
+	c.deadline.conn = tc
 	c.lim = limitedReader{r: tc, n: -1}
 	c.br = bufio.NewReaderSize(&c.lim, 16<<10)
 	c.bw = bufio.NewWriterSize(tc, 4<<10)
@@ -211,7 +215,7 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request) (*http.Response, error
 		go func() { wrote <- writeRequest(c.bw, out) }()
 	}
 	if d := s.limits.ResponseHeaderTimeout; d > 0 {
-		_ = c.conn.SetReadDeadline(time.Now().Add(d))
+		c.deadline.set(time.Now().Add(d))
 	}
 	c.lim.n = int64(s.limits.MaxHeaderBytes)
 	var resp *http.Response
@@ -251,7 +255,7 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request) (*http.Response, error
 		// The body is streamed without the header's deadline; one already
 		// buffered whole is not read from the connection again, and the
 		// next exchange sets its own deadline.
-		_ = c.conn.SetReadDeadline(time.Time{})
+		c.deadline.set(time.Time{})
 	}
 	reuse := !resp.Close && !out.Close
 	resp.Body = &h1Body{rc: resp.Body, c: c, s: s, reuse: reuse, empty: resp.Body == http.NoBody, wrote: wrote}
