@@ -16,9 +16,14 @@
 //
 // Inside an intercepted tunnel every request is pinned to the CONNECT target
 // (421 otherwise), decided by a fresh policy snapshot, held for approval when
-// its operation asks for it, and, when allowed, sent upstream over one pooled
-// transport with the client's Authorization, Proxy-* and hop-by-hop headers
-// removed and the connector's credential injected. Responses stream back
+// its operation asks for it, and, when allowed, sent upstream with the
+// client's Authorization, Proxy-* and hop-by-hop headers removed and the
+// connector's credential injected: an HTTP/1.1 client's requests over a
+// pooled HTTP/1.1 connection driven by the goroutine serving the client
+// (serve_h1.go, upstream_h1.go), HTTP/2 streams and WebSockets over the
+// pooled HTTP/2-capable transport. Sockets are read and written with raw
+// system calls inside Go's poller (rawconn.go), and bulk bodies move in
+// large reads and batched writes (batch.go). Responses stream back
 // unbuffered; for credentialed operations every injected secret is scrubbed
 // from response headers and bodies. Each decision produces one audit event and
 // one log line; secrets, header values, query strings and bodies never reach
