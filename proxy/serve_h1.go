@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
 	"runtime"
 	"strconv"
 	"strings"
@@ -552,14 +553,16 @@ func writeHeaderLines(bw *bufio.Writer, h http.Header, skip map[string]bool) err
 	return nil
 }
 
-// writeFieldValue writes v with CR and LF replaced by spaces, as
-// http.Header.Write does, and surrounding spaces trimmed.
+// headerNewlineToSpace is net/http's replacer of the same name.
+var headerNewlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")
+
+// writeFieldValue writes v as http.Header.Write does: each CR and LF
+// replaced by a space, then ASCII whitespace trimmed.
 func writeFieldValue(bw *bufio.Writer, v string) {
-	v = strings.TrimSpace(v)
 	if strings.ContainsAny(v, "\r\n") {
-		v = strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ").Replace(v)
+		v = headerNewlineToSpace.Replace(v)
 	}
-	bw.WriteString(v)
+	bw.WriteString(textproto.TrimString(v))
 }
 
 // Flush sends what is written so far.
