@@ -135,7 +135,9 @@ func (c *h1ServerConn) waitRequest(first bool) bool {
 		}
 	}
 	if d := lim.ConnectTimeout; d > 0 {
-		if buf, _ := c.br.Peek(c.br.Buffered()); !bytes.Contains(buf, []byte("\r\n\r\n")) {
+		// Stray CR/LF after a POST (skipped in serveOne) must not pass for
+		// the end of a header block.
+		if buf, _ := c.br.Peek(c.br.Buffered()); !bytes.Contains(bytes.TrimLeft(buf, "\r\n"), []byte("\r\n\r\n")) {
 			c.deadline.set(time.Now().Add(d))
 		}
 	}
