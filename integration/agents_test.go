@@ -285,6 +285,9 @@ func runAgentCase(t *testing.T, ac agentCase, kind string) {
 		// Quietly: nothing about the refusals in the agent's terminal.
 		// launch's banner ends with its audit line; the agent's stderr follows.
 		_, agentErr, _ := strings.Cut(stderr, "\n  audit ")
+		// The rest of the audit line is its path, whose random temporary
+		// directory may itself contain "403".
+		_, agentErr, _ = strings.Cut(agentErr, "\n")
 		agentOut := stdout + agentErr
 		for _, noise := range []string{"403", "Forbidden", "denied", "not_allowed", "operation_not_allowed"} {
 			if strings.Contains(agentOut, noise) {
