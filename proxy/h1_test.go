@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/internal/contract"
 )
 
@@ -251,4 +252,21 @@ func TestRawConn(t *testing.T) {
 		t.Fatalf("Read when closed = %v, want net.ErrClosed", err)
 	}
 	peer.Close()
+}
+
+func TestApprovalWithdrawnWhenTheClientLeaves(t *testing.T) {
+	e := newEnv(t)
+	tc, _ := e.rawTunnel(t, apiHost+":443")
+	io.WriteString(tc, "POST /deploy HTTP/1.1\r\nHost: "+apiHost+"\r\nContent-Length: 0\r\n\r\n")
+	select {
+	case <-e.approver.requests:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request was not held for approval")
+	}
+	_ = tc.Close()
+	// No outcome is ever sent: only the client's leaving ends the wait.
+	e.audit.WaitFor(t, "denied", func(ev audit.Event) bool {
+		return ev.Path == "/deploy" && ev.Reason == string(contract.CodeApprovalDenied)
+	})
+	e.expectNothingSeen(t)
 }

@@ -71,10 +71,13 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d.approval {
 		outcome := ApprovalDenied
 		if s.cfg.Approver != nil {
-			outcome = s.cfg.Approver.Await(r.Context(), ApprovalRequest{
+			// A client that leaves withdraws its request (serve_h1.go).
+			ctx, stopWatch := clientWatch(w, r)
+			outcome = s.cfg.Approver.Await(ctx, ApprovalRequest{
 				SessionID: t.sess.ID, ConnectorFQN: m.ConnectorFQN, Tool: m.Tool, Operation: op.Name,
 				Method: r.Method, Host: t.target, Path: x.path, Fields: x.ev.Fields,
 			})
+			stopWatch()
 		}
 		switch outcome {
 		case ApprovalApproved:

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -645,6 +646,42 @@ func (w *h1Response) writeTrailers(bw *bufio.Writer) {
 			bw.WriteString("\r\n")
 		}
 	}
+}
+
+// watchClient returns a context that is canceled when the client closes the
+// connection, for a wait that reads nothing from it (an approval), and the
+// function that ends the watch; call it before reading or writing again.
+// As under http.Server, only a request whose body is absent can watch: with
+// a body pending, the next read would return the body, not the close.
+func (w *h1Response) watchClient(parent context.Context) (context.Context, func()) {
+	c := w.c
+	if w.req.ContentLength != 0 || c.br.Buffered() > 0 {
+		return parent, func() {}
+	}
+	ctx, cancel := context.WithCancel(parent)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := c.br.Peek(1); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			cancel() // closed or reset: the client is gone
+		}
+	}()
+	return ctx, func() {
+		_ = c.fc.SetReadDeadline(time.Unix(1, 0)) // ends the Peek; TLS survives a timeout
+		<-done
+		c.deadline.at = time.Unix(1, 0) // the next set must replace it
+		c.deadline.set(time.Time{})
+		cancel()
+	}
+}
+
+// clientWatch is watchClient for any ResponseWriter: a no-op where the
+// server watches the client itself (HTTP/2 cancels a stream's context).
+func clientWatch(w http.ResponseWriter, r *http.Request) (context.Context, func()) {
+	if hw, ok := w.(*h1Response); ok {
+		return hw.watchClient(r.Context())
+	}
+	return r.Context(), func() {}
 }
 
 // Hijack hands the connection to the caller (a WebSocket relay); the
