@@ -71,11 +71,6 @@ func (c *readBufConn) release() {
 // buffered is how many bytes are read from the socket and not yet taken.
 func (c *readBufConn) buffered() int { return c.w - c.r }
 
-// Close releases the buffer too; it must not race a Read.
-func (c *readBufConn) Close() error {
-	return c.Conn.Close()
-}
-
 var batchBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 256<<10); return &b }}
 
 // startBatch makes Write collect what it is given until flushBatch.

@@ -175,6 +175,17 @@ func TestHTTP1RequestFraming(t *testing.T) {
 	}
 	e.expectNothingSeen(t)
 
+	// A control byte in a field value or a space in a name: 400 from the
+	// parser, before policy.
+	for _, raw := range []string{"GET /user HTTP/1.1\r\nHost: " + apiHost + "\r\nX-A: a\x01b\r\n\r\n",
+		"GET /user HTTP/1.1\r\nHost: " + apiHost + "\r\nX A: b\r\n\r\n"} {
+		tc, br = e.rawTunnel(t, apiHost+":443")
+		if resp, body := rawRequest(t, tc, br, raw); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%q = %d %s, want 400", raw, resp.StatusCode, body)
+		}
+	}
+	e.expectNothingSeen(t)
+
 	// HTTP/1.0: answered and closed.
 	tc, br = e.rawTunnel(t, apiHost+":443")
 	resp, body = rawRequest(t, tc, br, "GET /public HTTP/1.0\r\nHost: "+apiHost+"\r\n\r\n")

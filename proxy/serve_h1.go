@@ -274,16 +274,8 @@ func h1Check(r *http.Request) (int, string) {
 	if r.Host != "" && !httpguts.ValidHostHeader(r.Host) {
 		return http.StatusBadRequest, "malformed Host header"
 	}
-	for k, vv := range r.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return http.StatusBadRequest, "invalid header name"
-		}
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return http.StatusBadRequest, "invalid header value"
-			}
-		}
-	}
+	// Field names and values need no second pass: http.ReadRequest
+	// (textproto) refuses invalid bytes in either, and refuseRead answers 400.
 	return 0, ""
 }
 
@@ -667,9 +659,8 @@ func (w *h1Response) watchClient(parent context.Context) (context.Context, func(
 		}
 	}()
 	return ctx, func() {
-		_ = c.fc.SetReadDeadline(time.Unix(1, 0)) // ends the Peek; TLS survives a timeout
+		c.deadline.set(time.Unix(1, 0)) // ends the Peek; TLS survives a timeout
 		<-done
-		c.deadline.at = time.Unix(1, 0) // the next set must replace it
 		c.deadline.set(time.Time{})
 		cancel()
 	}

@@ -74,7 +74,9 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-var errHeaderTooLarge = errors.New("the upstream's response header is larger than the limit")
+// errHeaderTooLarge is limitedReader's error: a request's (serve_h1.go) or
+// a response's header block is larger than the limit.
+var errHeaderTooLarge = errors.New("the header block is larger than the limit")
 
 // h1Pool holds idle upstream connections by target (normalized host:port).
 type h1Pool struct {
@@ -141,14 +143,14 @@ func (s *Server) dialH1(ctx context.Context, target string) (*h1Conn, error) {
 		return nil, fmt.Errorf("dialing: %w", err)
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.limits.DialTimeout)
-	raw, err := s.dialer.DialContext(dctx, "tcp", target)
+	raw, err := s.dialRaw(dctx, "tcp", target)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
 	cfg := s.h1TLS.Clone()
 	cfg.ServerName = hp.Host
-	rb := &readBufConn{Conn: newRawConn(raw)}
+	rb := &readBufConn{Conn: raw}
 	tc := tls.Client(rb, cfg)
 	hctx, cancel := context.WithTimeout(ctx, s.limits.TLSHandshakeTimeout)
 	err = tc.HandshakeContext(hctx)
