@@ -121,9 +121,6 @@ type decision struct {
 	refusal errorDetail
 	// match is the matched operation; nil when the request matched none.
 	match *policy.Match
-	// credential is the kind of credential the matched operation needs;
-	// empty when it needs none or the decision was made before looking.
-	credential policy.CredentialKind
 	// inj injects that credential; nil when there is none to inject.
 	inj *credentials.Injector
 }
@@ -148,8 +145,8 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 		return decision{status: http.StatusMisdirectedRequest, refusal: errorDetail{Code: contract.CodeMisdirected,
 			Message: fmt.Sprintf("this tunnel was opened with CONNECT %s; a request naming %q must use its own CONNECT tunnel", t.target, named)}}
 	}
-	var args map[string]json.RawMessage
-	x.ev.Source, args = s.internalHeaders(r)
+	in := s.internalHeaders(r)
+	x.ev.Source = in.source
 
 	var pd policy.Decision
 	if snap := s.cfg.Policy(); snap != nil {
@@ -174,14 +171,13 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 	m := pd.Match
 	op := m.Operation
 	x.ev.ConnectorFQN, x.ev.Tool, x.ev.Operation = m.ConnectorFQN, m.Tool, op.Name
-	x.ev.Fields = auditFields(m, r, args)
+	x.ev.Fields = auditFields(m, r, in.args)
 	if ws && !op.WebSocket {
 		d.status, d.refusal = http.StatusForbidden, webSocketNotDeclared(x, m)
 		return d
 	}
 	if op.Credential.HasCredential() {
-		d.credential = op.Credential
-		x.ev.CredentialKind = string(d.credential)
+		x.ev.CredentialKind = string(op.Credential)
 		var ok bool
 		if d.inj, ok = s.lookupCredential(m.ConnectorFQN, op.Credential); !ok {
 			cmd := fmt.Sprintf("aileron-proxy credential set %s --kind %s --from-env VAR (or --from-file PATH, --from-exec 'CMD', --stdin)",
@@ -193,50 +189,51 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 		}
 	}
 	d.allow = true
-	d.approval = op.Approval.IsRequired() || s.approvalForced(r)
+	d.approval = op.Approval.IsRequired() || in.approval
 	return d
 }
 
-// approvalForced reports whether the control API, proven by the internal
-// key, asks to hold this call for approval (HeaderApproval).
-func (s *Server) approvalForced(r *http.Request) bool {
-	key := r.Header.Get(contract.HeaderInternal)
-	return key != "" && len(s.internalKey) > 0 &&
-		subtle.ConstantTimeCompare([]byte(key), s.internalKey) == 1 &&
-		r.Header.Get(contract.HeaderApproval) == contract.ApprovalRequired
+// internalRequest is what the control API, proven by the per-process key,
+// asks of a call it sends through the proxy.
+type internalRequest struct {
+	source string                     // X-Aileron-Source, else SourceProxy
+	args   map[string]json.RawMessage // X-Aileron-Audit-Args
+	// approval holds the call for a person's approval (X-Aileron-Approval).
+	approval bool
 }
 
-// internalHeaders honours X-Aileron-Source and X-Aileron-Audit-Args only
-// from the control API, which proves itself with the per-process key.
-func (s *Server) internalHeaders(r *http.Request) (string, map[string]json.RawMessage) {
+// internalHeaders honours X-Aileron-Source, X-Aileron-Audit-Args and
+// X-Aileron-Approval only from the control API, which proves itself with
+// the per-process key; the key is checked once.
+func (s *Server) internalHeaders(r *http.Request) internalRequest {
+	in := internalRequest{source: contract.SourceProxy}
 	key := r.Header.Get(contract.HeaderInternal)
 	if key == "" || len(s.internalKey) == 0 {
-		return contract.SourceProxy, nil
+		return in
 	}
 	if subtle.ConstantTimeCompare([]byte(key), s.internalKey) != 1 {
 		s.log.Warn("ignoring X-Aileron-* headers: the internal key does not match", zap.String("host", r.Host))
-		return contract.SourceProxy, nil
+		return in
 	}
-	source := contract.SourceProxy
 	switch v := r.Header.Get(contract.HeaderSource); v {
 	case contract.SourceRunEndpoint, contract.SourceSandboxProxy:
-		source = v
+		in.source = v
 	}
+	in.approval = r.Header.Get(contract.HeaderApproval) == contract.ApprovalRequired
 	enc := strings.TrimRight(r.Header.Get(contract.HeaderAuditArgs), "=")
 	if enc == "" {
-		return source, nil
+		return in
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil {
 		s.log.Warn("ignoring X-Aileron-Audit-Args: not base64url", zap.Error(err))
-		return source, nil
+		return in
 	}
-	var args map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &args); err != nil {
+	if err := json.Unmarshal(raw, &in.args); err != nil {
+		in.args = nil
 		s.log.Warn("ignoring X-Aileron-Audit-Args: not a JSON object", zap.Error(err))
-		return source, nil
 	}
-	return source, args
+	return in
 }
 
 // auditFields evaluates the matched operation's compiled audit sources:
