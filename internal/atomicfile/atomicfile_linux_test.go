@@ -19,12 +19,12 @@ func TestWriteFileFailedWrite(t *testing.T) {
 	}
 	var orig syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &orig); err != nil {
-		t.Skipf("reading RLIMIT_FSIZE: %v", err)
+		t.Fatalf("reading RLIMIT_FSIZE: %v", err)
 	}
 	lim := orig
 	lim.Cur = 1024
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
-		t.Skipf("lowering RLIMIT_FSIZE: %v", err)
+		t.Fatalf("lowering RLIMIT_FSIZE: %v", err)
 	}
 	err := WriteFile(path, make([]byte, 4096), 0o600)
 	if rerr := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &orig); rerr != nil {
