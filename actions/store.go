@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
 	"github.com/aileron-dev/aileron-proxy/internal/cappedfile"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
@@ -251,13 +252,13 @@ func (s *Store) write(final string, data []byte) error {
 	if err := errors.Join(werr, serr, cerr); err != nil {
 		return err
 	}
-	if err := policy.SyncDir(tmp); err != nil {
+	if err := atomicfile.SyncDir(tmp); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		return err
 	}
-	return policy.SyncDir(s.hashDir())
+	return atomicfile.SyncDir(s.hashDir())
 }
 
 // Remove deletes every installed version of the action named name.

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
 )
 
 // Installed entry statuses. Invalid and conflicting entries carry a reason
@@ -163,7 +165,7 @@ func (s *Store) Install(path string, opts InstallOptions) (Installed, error) {
 	if err := os.Rename(tmp, final); err != nil {
 		return Installed{}, fmt.Errorf("installing %s: %w", spec.Connector.FQN, err)
 	}
-	if err := syncDir(s.hashDir()); err != nil {
+	if err := atomicfile.SyncDir(s.hashDir()); err != nil {
 		return Installed{}, fmt.Errorf("installing %s: %w", spec.Connector.FQN, err)
 	}
 	entries, _, err = s.scan()

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
 )
 
 // The file-system steps of a content-addressed store, shared by the
@@ -50,14 +52,11 @@ func DiscardDir(dir, parent, tmpDir, prefix string) error {
 		os.Remove(tmp)
 		return err
 	}
-	if err := SyncDir(parent); err != nil {
+	if err := atomicfile.SyncDir(parent); err != nil {
 		return err
 	}
 	return os.RemoveAll(tmp)
 }
-
-// SyncDir fsyncs a directory, making the renames in it durable.
-func SyncDir(dir string) error { return syncDir(dir) }
 
 // CompareVersions orders versions as the stores do: an empty (unversioned)
 // version below every other, the rest by semantic-version precedence. It

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -66,7 +67,7 @@ func WriteDir(dir string, r *Rendered) error {
 		return err
 	}
 	done = true
-	syncDir(parent)
+	_ = atomicfile.SyncDir(parent)
 	return nil
 }
 
@@ -130,8 +131,8 @@ func fill(tmp string, r *Rendered) error {
 			return err
 		}
 	}
-	syncDir(bin)
-	syncDir(tmp)
+	_ = atomicfile.SyncDir(bin)
+	_ = atomicfile.SyncDir(tmp)
 	return nil
 }
 
@@ -179,13 +180,4 @@ func swap(tmp, dir string) error {
 		return fmt.Errorf("removing the previous render %q: %w (the new one is in place; delete it by hand)", old, err)
 	}
 	return nil
-}
-
-// syncDir flushes a directory's entries; best effort, as not every file
-// system supports it.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
 }

@@ -46,12 +46,12 @@ func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
 		return fmt.Errorf("replacing %s: %w", path, err)
 	}
 	renamed = true
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-// syncDir fsyncs dir so a rename in it is durable. File systems that cannot
+// SyncDir fsyncs dir so a rename in it is durable. File systems that cannot
 // sync a directory (EINVAL) are not an error: there is nothing more to do.
-func syncDir(dir string) error {
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("syncing directory %s: %w", dir, err)
