@@ -12,8 +12,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/aileron-dev/aileron-proxy/approval"
 )
@@ -72,12 +70,9 @@ func NewClient(daemonJSONPath string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{
-		info: info,
-		base: strings.TrimSuffix(info.APIURL, "/"),
-		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}},
-		path: daemonJSONPath,
-	}, nil
+	c := NewClientFor(*info)
+	c.path = daemonJSONPath
+	return c, nil
 }
 
 // Info returns the daemon's published address information.

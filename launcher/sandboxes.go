@@ -1,7 +1,6 @@
 package launcher
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -406,8 +405,8 @@ func runLifecycleOnce(ctx context.Context, rt Runtime, run RunRequest, steps []L
 	if len(steps) == 0 {
 		return nil
 	}
-	var tail bytes.Buffer
-	out := io.MultiWriter(&logWriter{log: log}, &tail)
+	tail := &tailBuffer{max: 4096}
+	out := io.MultiWriter(&logWriter{log: log}, tail)
 	code, err := rt.Exec(ctx, ExecRequest{
 		Container: run.Name, User: run.User, Workdir: run.Workdir,
 		Cmd:   []string{"/bin/sh", "-s", "true"},
