@@ -140,3 +140,26 @@ func TestSmoke(t *testing.T) {
 		t.Error("the origin is still running after cleanup")
 	}
 }
+
+// TestPeerChecks checks issue 17's same-run checks on a hand-made report.
+func TestPeerChecks(t *testing.T) {
+	r := &report{}
+	r.addRow("rps", "s", "req/s", true, map[string]float64{targetDirect: 20, targetAileron: 10, targetGoproxy: 8, targetSquid: 9})
+	r.addRow("cpu", "s", "µs", false, map[string]float64{targetAileron: 40, targetGoproxy: 60, targetSquid: 45})
+	if c := r.bestPeerCheck("rps", "rps"); !c.Measured || !c.Met || c.Limit != 9.0/20 || c.Value != 0.5 {
+		t.Errorf("bestPeerCheck = %+v, want met against squid's 0.45", c)
+	}
+	r.Rows[0].Values[targetSquid], r.Rows[0].Ratios[targetSquid] = 11, 11.0/20
+	if c := r.bestPeerCheck("rps", "rps"); c.Met {
+		t.Errorf("bestPeerCheck = %+v, want not met against squid's 0.55", c)
+	}
+	if c := r.peerCheck("cpu", "cpu", 0.8); !c.Measured || !c.Met || c.Value != 40.0/60 {
+		t.Errorf("peerCheck = %+v, want met (40 <= 0.8 x 60)", c)
+	}
+	if c := r.peerCheck("cpu", "cpu", 0.6); c.Met {
+		t.Errorf("peerCheck = %+v, want not met (40 > 0.6 x 60)", c)
+	}
+	if c := r.peerCheck("none", "missing", 0.8); c.Measured || c.Met {
+		t.Errorf("peerCheck on a missing row = %+v, want unmeasured", c)
+	}
+}

@@ -332,17 +332,8 @@ func (r *report) bestPeerCheck(name, id string) check {
 		return c
 	}
 	a, okA := rw.Ratios[targetAileron]
-	var best float64
-	found := false
-	for _, p := range []string{targetGoproxy, targetMitm, targetSquid} {
-		v, ok := rw.Ratios[p]
-		if !ok {
-			continue
-		}
-		if !found || (rw.HigherIsBetter && v > best) || (!rw.HigherIsBetter && v < best) {
-			best, found = v, true
-		}
-	}
+	peer, _ := bestPeerOf(rw)
+	best, found := rw.Ratios[peer] // the best value has the best ratio: same direct
 	if !okA || !found {
 		return c
 	}
@@ -352,9 +343,9 @@ func (r *report) bestPeerCheck(name, id string) check {
 	return c
 }
 
-// bestPeer names the best measured peer on a row and how aileron-proxy
-// compares.
-func bestPeer(rw row, ratio bool) string {
+// bestPeerOf returns the measured peer with the best value on rw and that
+// value; the name is empty when no peer was measured.
+func bestPeerOf(rw row) (string, float64) {
 	best, bestName := 0.0, ""
 	for _, name := range []string{targetGoproxy, targetMitm, targetSquid} {
 		v, ok := rw.Values[name]
@@ -365,6 +356,13 @@ func bestPeer(rw row, ratio bool) string {
 			best, bestName = v, name
 		}
 	}
+	return bestName, best
+}
+
+// bestPeer names the best measured peer on a row and how aileron-proxy
+// compares.
+func bestPeer(rw row, ratio bool) string {
+	bestName, best := bestPeerOf(rw)
 	if bestName == "" {
 		return ""
 	}
