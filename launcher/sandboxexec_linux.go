@@ -143,7 +143,7 @@ func runExec(req helperExecRequest, aborted <-chan struct{}) (res *api.SandboxEx
 		signalAll(cmd, syscall.SIGTERM)
 		stderr.note(fmt.Sprintf("\n[aileron] timed out after %d ms: the command's processes were sent SIGTERM, then SIGKILL after %s; exit status %d\n",
 			req.TimeoutMs, ExecKillGrace, ExecTimeoutExitCode))
-		return result(ExecTimeoutExitCode, true), func() { terminate(cmd, exited, nil, &copying) }, nil
+		return result(ExecTimeoutExitCode, true), func() { terminate(cmd, exited, aborted, &copying) }, nil
 	case <-aborted:
 		signalAll(cmd, syscall.SIGTERM)
 		terminate(cmd, exited, nil, &copying)
