@@ -201,23 +201,16 @@ const ctxSandbox = "aileron.sandbox"
 // sandboxRoutes are the rows of the route table for sandboxes.
 func (s *Server) sandboxRoutes() []route {
 	return []route{
-		{http.MethodPost, "/v1/sandboxes", authAdmin, s.createSandbox},
-		{http.MethodGet, "/v1/sandboxes", authAdmin, s.listSandboxes},
-		{http.MethodDelete, "/v1/sandboxes/:id", authAdmin, s.removeSandbox},
-		{http.MethodGet, "/v1/sandboxes/:id", authSandbox, s.sandboxInfo},
-		{http.MethodGet, "/v1/sandboxes/:id/", authSandbox, s.sandboxInfo},
-		{http.MethodPost, "/v1/sandboxes/:id/exec", authSandbox, s.sandboxExec},
-		{http.MethodGet, "/v1/sandboxes/:id/files", authSandbox, s.sandboxReadFile},
-		{http.MethodPut, "/v1/sandboxes/:id/files", authSandbox, s.sandboxWriteFile},
-		{http.MethodPost, "/v1/sandboxes/:id/fs/:verb", authSandbox, s.sandboxFS},
+		{http.MethodPost, "/v1/sandboxes", authAdmin, s.createSandbox, 0},
+		{http.MethodGet, "/v1/sandboxes", authAdmin, s.listSandboxes, 0},
+		{http.MethodDelete, "/v1/sandboxes/:id", authAdmin, s.removeSandbox, 0},
+		{http.MethodGet, "/v1/sandboxes/:id", authSandbox, s.sandboxInfo, 0},
+		{http.MethodGet, "/v1/sandboxes/:id/", authSandbox, s.sandboxInfo, 0},
+		{http.MethodPost, "/v1/sandboxes/:id/exec", authSandbox, s.sandboxExec, 0},
+		{http.MethodGet, "/v1/sandboxes/:id/files", authSandbox, s.sandboxReadFile, SandboxMaxFileBytes},
+		{http.MethodPut, "/v1/sandboxes/:id/files", authSandbox, s.sandboxWriteFile, SandboxMaxFileBytes},
+		{http.MethodPost, "/v1/sandboxes/:id/fs/:verb", authSandbox, s.sandboxFS, 0},
 	}
-}
-
-// isSandboxFilesPath reports whether p is a sandbox's /files endpoint,
-// whose bodies may reach SandboxMaxFileBytes.
-func isSandboxFilesPath(p string) bool {
-	rest, ok := strings.CutPrefix(p, "/v1/sandboxes/")
-	return ok && strings.HasSuffix(rest, "/files") && strings.Count(rest, "/") == 1
 }
 
 func (s *Server) sandboxes() (SandboxManager, error) {
