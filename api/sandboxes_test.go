@@ -72,7 +72,7 @@ func (f *fakeSandbox) FS(_ context.Context, verb string, req SandboxFSRequest) (
 	return &SandboxFSResult{Stat: &SandboxStat{IsFile: true, Size: 1}}, nil
 }
 
-type fakeManager map[string]*fakeSandbox
+type fakeManager map[string]Sandbox
 
 func (m fakeManager) CreateSandbox(context.Context, CreateSandboxRequest) (*CreatedSandbox, error) {
 	return nil, ErrSandboxGone
@@ -86,10 +86,7 @@ func (m fakeManager) RemoveSandbox(_ context.Context, id string) error {
 }
 func (m fakeManager) Sandbox(id string) (Sandbox, bool) {
 	sb, ok := m[id]
-	if !ok {
-		return nil, false
-	}
-	return sb, true
+	return sb, ok
 }
 
 // TestSandboxRoutes covers the exec/files routes' authentication, error
@@ -233,5 +230,43 @@ func TestSandboxBodyLimits(t *testing.T) {
 	}
 	if _, ok := a.written["/w/huge"]; ok {
 		t.Error("a body over SandboxMaxFileBytes reached the sandbox")
+	}
+}
+
+// discardSandbox is a fakeSandbox whose WriteFile reads the body to its
+// end and keeps nothing.
+type discardSandbox struct{ *fakeSandbox }
+
+func (d discardSandbox) WriteFile(_ context.Context, _ string, body io.Reader) error {
+	_, err := io.Copy(io.Discard, body)
+	return err
+}
+
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// TestSandboxWriteOverLimitAudit: a chunked write that runs past
+// SandboxMaxFileBytes answers 413 body_too_large, and its sandbox.call
+// event records that code, not an internal error.
+func TestSandboxWriteOverLimitAudit(t *testing.T) {
+	a := &fakeSandbox{info: SandboxInfo{ID: "sbx_a", SessionID: "ses_a"}, token: "tok-a", written: map[string]string{}}
+	h := newHarness(t, harnessOptions{mutate: func(c *Config) { c.Sandboxes = fakeManager{"sbx_a": discardSandbox{a}} }})
+	req := httptest.NewRequest(http.MethodPut, "/v1/sandboxes/sbx_a/files?path=/w/huge", io.LimitReader(zeros{}, SandboxMaxFileBytes+1))
+	req.Host = "127.0.0.1"
+	req.ContentLength = -1
+	req.Header.Set("Authorization", "Bearer tok-a")
+	rec := httptest.NewRecorder()
+	h.srv.Handler().ServeHTTP(rec, req)
+	if r := (response{status: rec.Code, body: rec.Body.Bytes()}); r.status != http.StatusRequestEntityTooLarge || r.errCode(t) != CodeBodyTooLarge {
+		t.Fatalf("chunked PUT files over the limit = %d %s, want 413 %s", r.status, r.body, CodeBodyTooLarge)
+	}
+	calls := h.audit.byName(audit.EventSandboxCall)
+	if len(calls) != 1 || calls[0].Operation != "write" || calls[0].Decision != "failed" || calls[0].Reason != string(CodeBodyTooLarge) {
+		t.Errorf("sandbox.call events = %+v, want one failed write with reason %s", calls, CodeBodyTooLarge)
 	}
 }
