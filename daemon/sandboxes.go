@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -70,7 +71,11 @@ func (c consoleSandboxes) List() []console.Sandbox {
 
 func (c consoleSandboxes) Remove(ctx context.Context, id string) error {
 	if c.d.sandboxes == nil {
-		return api.ErrSandboxNotFound
+		return console.ErrSandboxNotFound
 	}
-	return c.d.sandboxes.RemoveSandbox(ctx, id)
+	err := c.d.sandboxes.RemoveSandbox(ctx, id)
+	if errors.Is(err, api.ErrSandboxNotFound) {
+		return console.ErrSandboxNotFound
+	}
+	return err
 }
