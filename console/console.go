@@ -102,7 +102,7 @@ var ErrSandboxNotFound = errors.New("no such sandbox")
 // Sandbox is a long-lived sandbox as the Sessions page shows it, under
 // the session it belongs to. It carries no token.
 type Sandbox struct {
-	ID, SessionID, Runtime, Image, Container, User string
+	ID, SessionID, Runtime, Image, User string
 }
 
 // Console serves the web console. It is safe for concurrent use.

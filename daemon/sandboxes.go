@@ -64,7 +64,7 @@ func (c consoleSandboxes) List() []console.Sandbox {
 	}
 	var out []console.Sandbox
 	for _, i := range c.d.sandboxes.ListSandboxes() {
-		out = append(out, console.Sandbox{ID: i.ID, SessionID: i.SessionID, Runtime: i.Runtime, Image: i.Image, Container: i.Container, User: i.User})
+		out = append(out, console.Sandbox{ID: i.ID, SessionID: i.SessionID, Runtime: i.Runtime, Image: i.Image, User: i.User})
 	}
 	return out
 }
