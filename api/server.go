@@ -148,6 +148,9 @@ type Server struct {
 	hosts   map[string]bool
 
 	metricsHandler http.Handler
+	// maxBody is each route path's body cap, the largest route.maxBody of
+	// its rows; zero means Config.MaxBodyBytes.
+	maxBody map[string]int64
 	// throttle backs off failed authentication (backoff.go).
 	throttle *authThrottle
 }
@@ -245,26 +248,28 @@ type route struct {
 	method, path string
 	auth         authKind
 	handler      echo.HandlerFunc
+	// maxBody caps the request body; zero means Config.MaxBodyBytes.
+	maxBody int64
 }
 
 // routes is the one route table of the API.
 func (s *Server) routes() []route {
 	return append([]route{
-		{http.MethodGet, "/healthz", authNone, s.healthz},
-		{http.MethodGet, "/metrics", authNone, s.serveMetrics},
-		{http.MethodGet, "/v1/openapi.json", authNone, s.openAPI},
-		{http.MethodPost, "/v1/sessions", authAdmin, s.createSession},
-		{http.MethodGet, "/v1/sessions", authAdmin, s.listSessions},
-		{http.MethodDelete, "/v1/sessions/:id", authAdmin, s.endSession},
-		{http.MethodGet, "/v1/approvals", authAdmin, s.listApprovals},
-		{http.MethodPost, "/v1/approvals/:id", authAdmin, s.decideApproval},
-		{http.MethodPost, "/v1/connector-operations/run", authSessionOrBody, s.runOperation},
-		{http.MethodPost, "/v1/actions/:name/run", authSessionOrBody, s.runAction},
-		{http.MethodPost, "/v1/sandbox-proxy/requests", authSession, s.sandboxProxy},
-		{http.MethodPost, "/v1/console/login", authAdmin, s.consoleLogin},
-		{http.MethodGet, "/ui", authNone, s.serveConsole},
-		{http.MethodGet, "/ui/*", authNone, s.serveConsole},
-		{http.MethodPost, "/ui/*", authNone, s.serveConsole},
+		{http.MethodGet, "/healthz", authNone, s.healthz, 0},
+		{http.MethodGet, "/metrics", authNone, s.serveMetrics, 0},
+		{http.MethodGet, "/v1/openapi.json", authNone, s.openAPI, 0},
+		{http.MethodPost, "/v1/sessions", authAdmin, s.createSession, 0},
+		{http.MethodGet, "/v1/sessions", authAdmin, s.listSessions, 0},
+		{http.MethodDelete, "/v1/sessions/:id", authAdmin, s.endSession, 0},
+		{http.MethodGet, "/v1/approvals", authAdmin, s.listApprovals, 0},
+		{http.MethodPost, "/v1/approvals/:id", authAdmin, s.decideApproval, 0},
+		{http.MethodPost, "/v1/connector-operations/run", authSessionOrBody, s.runOperation, 0},
+		{http.MethodPost, "/v1/actions/:name/run", authSessionOrBody, s.runAction, 0},
+		{http.MethodPost, "/v1/sandbox-proxy/requests", authSession, s.sandboxProxy, 0},
+		{http.MethodPost, "/v1/console/login", authAdmin, s.consoleLogin, 0},
+		{http.MethodGet, "/ui", authNone, s.serveConsole, 0},
+		{http.MethodGet, "/ui/*", authNone, s.serveConsole, 0},
+		{http.MethodPost, "/ui/*", authNone, s.serveConsole, 0},
 	}, s.sandboxRoutes()...)
 }
 
@@ -274,7 +279,10 @@ func (s *Server) newEcho() *echo.Echo {
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.observe, s.recoverPanic, s.guard)
+	s.maxBody = map[string]int64{}
 	for _, r := range s.routes() {
+		// Keyed by path: echo sets c.Path() on a 405 too.
+		s.maxBody[r.path] = max(s.maxBody[r.path], r.maxBody)
 		var mw []echo.MiddlewareFunc
 		switch r.auth {
 		case authAdmin:
@@ -389,7 +397,8 @@ func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 
 // guard checks the Host header (DNS-rebinding defence), refuses browser
 // requests (Origin or Referer present) outside the web console, which
-// checks same-origin itself, and caps the body size.
+// checks same-origin itself, and caps the body at the matched route's
+// maxBody.
 func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
@@ -402,8 +411,8 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 				"browser requests are refused: the API takes no requests carrying Origin or Referer")
 		}
 		limit := s.cfg.MaxBodyBytes
-		if isSandboxFilesPath(r.URL.Path) {
-			limit = SandboxMaxFileBytes
+		if n := s.maxBody[c.Path()]; n > 0 {
+			limit = n
 		}
 		if r.ContentLength > limit {
 			return apiErr(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,

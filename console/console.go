@@ -18,6 +18,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -90,14 +91,18 @@ type Config struct {
 type Sandboxes interface {
 	// List returns the running sandboxes.
 	List() []Sandbox
-	// Remove removes one, as `aileron-proxy sandbox down ID` does.
+	// Remove removes one, as `aileron-proxy sandbox down ID` does; an
+	// unknown id is ErrSandboxNotFound.
 	Remove(ctx context.Context, id string) error
 }
+
+// ErrSandboxNotFound is Sandboxes.Remove's error for an unknown sandbox.
+var ErrSandboxNotFound = errors.New("no such sandbox")
 
 // Sandbox is a long-lived sandbox as the Sessions page shows it, under
 // the session it belongs to. It carries no token.
 type Sandbox struct {
-	ID, SessionID, Runtime, Image, Container, User string
+	ID, SessionID, Runtime, Image, User string
 }
 
 // Console serves the web console. It is safe for concurrent use.

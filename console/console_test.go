@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -430,22 +431,32 @@ func TestCLISurfaceIsNotDecidedInTheConsole(t *testing.T) {
 	}
 }
 
-// fakeSandboxes is a daemon's sandbox list for the console.
+// fakeSandboxes is a daemon's sandbox list for the console; fail, when
+// set, is what Remove returns for a known sandbox.
 type fakeSandboxes struct {
 	mu      sync.Mutex
 	boxes   []Sandbox
 	removed []string
+	lists   int
+	fail    error
 }
 
 func (f *fakeSandboxes) List() []Sandbox {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	return slices.Clone(f.boxes)
 }
 
 func (f *fakeSandboxes) Remove(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !slices.ContainsFunc(f.boxes, func(b Sandbox) bool { return b.ID == id }) {
+		return ErrSandboxNotFound
+	}
+	if f.fail != nil {
+		return f.fail
+	}
 	f.removed = append(f.removed, id)
 	f.boxes = slices.DeleteFunc(f.boxes, func(b Sandbox) bool { return b.ID == id })
 	return nil
@@ -495,5 +506,39 @@ func TestSandboxesOnSessionsPage(t *testing.T) {
 	}
 	if code := post(url.Values{CSRFField: {csrf}}); code != http.StatusNotFound {
 		t.Errorf("removing it again = %d, want 404", code)
+	}
+}
+
+// TestRemoveSandboxErrors: removing takes not-found from Remove itself,
+// without listing every sandbox first; another failure is 409.
+func TestRemoveSandboxErrors(t *testing.T) {
+	h := newHarness(t)
+	fake := &fakeSandboxes{boxes: []Sandbox{{ID: "sbx_stuck"}}, fail: errors.New("runtime said no")}
+	h.c.cfg.Sandboxes = fake
+	c := h.client(t)
+	h.signIn(t, c)
+	csrf := h.csrfOf(t, c)
+	lists := fake.lists
+	for _, tc := range []struct {
+		id   string
+		want int
+	}{
+		{"sbx_nope", http.StatusNotFound},
+		{"sbx_stuck", http.StatusConflict},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/ui/sandboxes/"+tc.id+"/remove", strings.NewReader(url.Values{CSRFField: {csrf}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", h.srv.URL)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body(t, resp)
+		if resp.StatusCode != tc.want {
+			t.Errorf("remove %s = %d, want %d", tc.id, resp.StatusCode, tc.want)
+		}
+	}
+	if fake.lists != lists {
+		t.Errorf("removing listed the sandboxes %d times, want 0", fake.lists-lists)
 	}
 }

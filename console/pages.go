@@ -341,17 +341,15 @@ func (c *Console) readAudit(opts audit.TailOptions) []audit.Event {
 // sandbox down ID` does, from the Sessions page.
 func (c *Console) removeSandbox(w http.ResponseWriter, r *http.Request, _ signin) {
 	id := r.PathValue("id")
-	known := false
+	err := ErrSandboxNotFound
 	if c.cfg.Sandboxes != nil {
-		for _, b := range c.cfg.Sandboxes.List() {
-			known = known || b.ID == id
-		}
+		err = c.cfg.Sandboxes.Remove(r.Context(), id)
 	}
-	if !known {
+	switch {
+	case errors.Is(err, ErrSandboxNotFound):
 		c.refuse(w, http.StatusNotFound, "no running sandbox "+strconv.Quote(id))
 		return
-	}
-	if err := c.cfg.Sandboxes.Remove(r.Context(), id); err != nil {
+	case err != nil:
 		c.log.Warn("removing a sandbox from the console", zap.String("sandbox_id", id), zap.Error(err))
 		c.refuse(w, http.StatusConflict, "sandbox "+strconv.Quote(id)+" could not be removed; see the daemon log")
 		return

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -63,14 +64,18 @@ func (c consoleSandboxes) List() []console.Sandbox {
 	}
 	var out []console.Sandbox
 	for _, i := range c.d.sandboxes.ListSandboxes() {
-		out = append(out, console.Sandbox{ID: i.ID, SessionID: i.SessionID, Runtime: i.Runtime, Image: i.Image, Container: i.Container, User: i.User})
+		out = append(out, console.Sandbox{ID: i.ID, SessionID: i.SessionID, Runtime: i.Runtime, Image: i.Image, User: i.User})
 	}
 	return out
 }
 
 func (c consoleSandboxes) Remove(ctx context.Context, id string) error {
 	if c.d.sandboxes == nil {
-		return api.ErrSandboxNotFound
+		return console.ErrSandboxNotFound
 	}
-	return c.d.sandboxes.RemoveSandbox(ctx, id)
+	err := c.d.sandboxes.RemoveSandbox(ctx, id)
+	if errors.Is(err, api.ErrSandboxNotFound) {
+		return console.ErrSandboxNotFound
+	}
+	return err
 }

@@ -120,12 +120,14 @@ class AileronDriver implements SandboxDriver {
     return (await this.fs<{ names: string[] }>('readdir', { path })).names;
   }
 
+  /** False when stat finds nothing there (ENOENT, ENOTDIR); other errors, such as a dead sandbox or a refused token, reject. */
   async exists(path: string): Promise<boolean> {
     try {
       await this.fs('stat', { path });
       return true;
-    } catch {
-      return false;
+    } catch (e) {
+      if (e instanceof AileronFsError && (e.code === 'ENOENT' || e.code === 'ENOTDIR')) return false;
+      throw e;
     }
   }
 

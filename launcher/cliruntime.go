@@ -178,8 +178,13 @@ func (r *cliRuntime) Exec(ctx context.Context, req ExecRequest) (int, error) {
 	if req.Workdir != "" {
 		args = append(args, "--workdir", req.Workdir)
 	}
-	for _, n := range req.EnvNames {
-		args = append(args, "-e", n)
+	var env []string
+	for _, k := range sortedKeys(req.Env) {
+		if !IsEnvName(k) {
+			return 0, fmt.Errorf("running a command in a container: %q is not a variable name (use letters, digits and _)", k)
+		}
+		args = append(args, "-e", k)
+		env = append(env, k+"="+req.Env[k])
 	}
 	if req.Stdin != nil {
 		args = append(args, "-i")
@@ -189,7 +194,7 @@ func (r *cliRuntime) Exec(ctx context.Context, req ExecRequest) (int, error) {
 	}
 	args = append(append(args, req.Container), req.Cmd...)
 	r.debugExec(args)
-	err := r.exec(ctx, Command{Path: r.bin, Args: args, Stdin: req.Stdin, Stdout: req.Stdout, Stderr: req.Stderr})
+	err := r.exec(ctx, Command{Path: r.bin, Args: args, Env: env, Stdin: req.Stdin, Stdout: req.Stdout, Stderr: req.Stderr})
 	if code, ok := ExitCode(err); ok {
 		return code, nil
 	}
@@ -287,7 +292,7 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 func writeEnvFile(env map[string]string) (string, error) {
 	var b strings.Builder
 	for _, k := range sortedKeys(env) {
-		if !isEnvName(k) {
+		if !IsEnvName(k) {
 			return "", fmt.Errorf("setting container environment: %q is not a variable name (use letters, digits and _)", k)
 		}
 		v := env[k]
@@ -311,7 +316,9 @@ func writeEnvFile(env map[string]string) (string, error) {
 	return name, nil
 }
 
-func isEnvName(s string) bool {
+// IsEnvName reports whether s is an environment variable name: letters,
+// digits and _, not starting with a digit.
+func IsEnvName(s string) bool {
 	if s == "" || (s[0] >= '0' && s[0] <= '9') {
 		return false
 	}

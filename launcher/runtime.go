@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -42,6 +43,9 @@ type Command struct {
 	Path string
 	// Args excludes Path. Never carries secret values.
 	Args []string
+	// Env holds NAME=VALUE entries added to the CLI's own environment
+	// for this command only; nil adds none.
+	Env []string
 	// Stdin, Stdout and Stderr are connected to the process; nil discards.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -83,6 +87,9 @@ func ExecCommand(ctx context.Context, c Command) error {
 func newCmd(ctx context.Context, c Command) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.Path, c.Args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
+	if len(c.Env) > 0 {
+		cmd.Env = append(os.Environ(), c.Env...)
+	}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
 	return cmd
@@ -233,9 +240,10 @@ type ExecRequest struct {
 	User string
 	// Workdir overrides the container's working directory when set.
 	Workdir string
-	// EnvNames are passed with -e NAME: each takes its value from the
-	// CLI's own environment (Command's), so values never enter argv.
-	EnvNames []string
+	// Env is set for the command: each name goes on argv as -e NAME and
+	// its value only in the CLI's environment (Command.Env), so values
+	// never enter argv. Names must pass IsEnvName.
+	Env map[string]string
 	// Stdin, when set, is connected with -i; TTY adds -t.
 	Stdin io.Reader
 	TTY   bool

