@@ -48,7 +48,7 @@ func defaultConfig() config {
 		keepAliveClients: []int{1, 16},
 		newConnClients:   4,
 		downloadBytes:    100 << 20,
-		downloadRuns:     4,
+		downloadRuns:     10,
 		h2Streams:        64,
 		idleTunnels:      1000,
 		sessionRuns:      15,
