@@ -130,7 +130,7 @@ gw=${AILERON_API_URL#http://}; gw=${gw%%:*}
 # port number, and that one is allowed: the check needs another number.
 relays=" ${HTTPS_PROXY##*:} $(echo "$AILERON_API_URL" | sed -E 's#^http://[^:/]+:([0-9]+).*#\1#') "
 case $relays in
-*" $2 "*) echo "ok direct-daemon (port $2 is also a relay's; not probed)" ;;
+*" $2 "*) echo "FAIL direct-daemon: port $2 is also a relay's, so a probe cannot tell the daemon from it (rerun)" ;;
 *) out=$(curl -sS --noproxy '*' --connect-timeout 5 --max-time 8 -o /dev/null "http://$gw:$2/" 2>&1)
    check direct-daemon "$([ $? != 0 ]; echo $?)" "reached the daemon's own port $gw:$2" ;;
 esac
