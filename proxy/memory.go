@@ -42,10 +42,13 @@ func (s *Server) burstOverLocked() bool {
 // concurrently with requests, like any other.
 func (s *Server) returnMemory() {
 	now := s.now()
-	if last := s.lastRelease.Load(); last != 0 && now.Sub(time.Unix(0, last)) < minMemoryRelease {
+	last := s.lastRelease.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < minMemoryRelease {
 		return
 	}
-	s.lastRelease.Store(now.UnixNano())
+	if !s.lastRelease.CompareAndSwap(last, now.UnixNano()) {
+		return // another burst's end got here first
+	}
 	start := time.Now()
 	debug.FreeOSMemory()
 	s.memoryReleases.Add(1)

@@ -195,3 +195,24 @@ func openTunnel(t *testing.T, e *env, proto string) (*tls.Conn, *bufio.Reader) {
 	}
 	return tc, bufio.NewReader(tc)
 }
+
+// TestReturnMemoryOncePerInterval ends many bursts at once: one of them
+// returns memory, the others find it done.
+func TestReturnMemoryOncePerInterval(t *testing.T) {
+	s := &Server{log: zap.NewNop(), now: time.Now}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			s.returnMemory()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if n := s.memoryReleases.Load(); n != 1 {
+		t.Errorf("%d returns of memory for bursts ending together, want 1 per %v", n, minMemoryRelease)
+	}
+}
