@@ -238,26 +238,3 @@ func RedactValue(v string) string {
 	sum := sha256.Sum256([]byte(v))
 	return "sha256:" + hex.EncodeToString(sum[:6])
 }
-
-// Memory is a Recorder that keeps events in memory, for tests and
-// embedding. The zero value is ready; it is safe for concurrent use.
-type Memory struct {
-	mu     sync.Mutex
-	events []Event
-}
-
-var _ Recorder = (*Memory)(nil)
-
-// Record stores the normalized event.
-func (m *Memory) Record(e Event) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.events = append(m.events, Normalize(e))
-}
-
-// Events returns a copy of the recorded events, oldest first.
-func (m *Memory) Events() []Event {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]Event(nil), m.events...)
-}

@@ -12,8 +12,8 @@ import (
 const waitLimit = 10 * time.Second
 
 // Recorder is an audit.Recorder for tests: it keeps every event exactly as
-// recorded (not normalized, unlike audit.Memory, so a test sees what the
-// code under test produced) and lets a test wait, bounded, for one.
+// recorded (not normalized, so a test sees what the code under test
+// produced) and lets a test wait, bounded, for one.
 type Recorder struct {
 	mu     sync.Mutex
 	events []audit.Event
