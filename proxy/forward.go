@@ -74,12 +74,16 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 	var resp *http.Response
 	var err error
 	if r.ProtoMajor == 1 {
-		resp, err = s.roundTripH1(out) // upstream_h1.go says why
+		resp, err = s.roundTripH1(out, clientWatcher{w: w, r: r, body: body}) // upstream_h1.go says why
 	} else {
 		resp, err = s.transport.RoundTrip(out)
 	}
 	if body != nil {
 		x.ev.BytesIn = body.n.Load()
+	}
+	if err != nil && (errors.Is(err, errClientClosed) || r.Context().Err() != nil) {
+		s.clientClosed(x)
+		return
 	}
 	if err != nil {
 		status, code, msg := classifyUpstreamError(err, t.target)
@@ -224,6 +228,20 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, x *exchange, status int, 
 	s.record(x, zapcore.WarnLevel, "request allowed, upstream failed")
 	s.metrics.decision(true, x.ev.Reason)
 }
+
+// clientClosed records an exchange whose client left before the upstream
+// answered (an HTTP/2 stream reset, or an HTTP/1.1 connection closed): 499,
+// as nginx logs it; nothing is written, nobody would read it.
+func (s *Server) clientClosed(x *exchange) {
+	x.ev.Status = statusClientClosed
+	x.ev.Reason = contract.CodeClientClosed.String()
+	x.ev.Decision = contract.DecisionError
+	s.record(x, zapcore.InfoLevel, "request allowed, client left before the answer")
+	s.metrics.decision(true, x.ev.Reason)
+}
+
+// statusClientClosed is the status recorded for clientClosed.
+const statusClientClosed = 499
 
 // classifyUpstreamError maps a dial or round-trip failure to a status, a
 // code and a message that leaks no internals.

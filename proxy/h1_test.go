@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -27,6 +28,9 @@ type rawUpstream struct {
 	cert  atomic.Pointer[tls.Certificate]
 	conns atomic.Int64
 	wg    sync.WaitGroup
+	// abandoned receives the path of a ?hold request whose connection the
+	// proxy closed before the answer.
+	abandoned chan string
 }
 
 func newRawUpstream(t *testing.T) *rawUpstream {
@@ -35,7 +39,7 @@ func newRawUpstream(t *testing.T) *rawUpstream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &rawUpstream{ln: ln}
+	u := &rawUpstream{ln: ln, abandoned: make(chan string, 8)}
 	t.Cleanup(func() { _ = ln.Close(); u.wg.Wait() })
 	cfg := &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return u.cert.Load(), nil }}
 	u.wg.Add(1)
@@ -68,6 +72,16 @@ func (u *rawUpstream) serve(c *tls.Conn) {
 		return
 	}
 	_, _ = io.Copy(io.Discard, req.Body)
+	switch q := req.URL.Query(); {
+	case q.Has("hold"): // answer in 5 s, unless the proxy gives up first
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			u.abandoned <- req.URL.Path
+			return
+		}
+	case q.Has("late"): // answer in 1.5 s
+		time.Sleep(1500 * time.Millisecond)
+	}
 	switch req.URL.Path {
 	case "/public": // an oversized header
 		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Big: %s\r\nContent-Length: 2\r\n\r\nok", strings.Repeat("a", 8<<10))
@@ -280,4 +294,75 @@ func TestApprovalWithdrawnWhenTheClientLeaves(t *testing.T) {
 		return ev.Path == "/deploy" && ev.Reason == string(contract.CodeApprovalDenied)
 	})
 	e.expectNothingSeen(t)
+}
+
+// TestUpstreamWaitEndsWhenTheClientLeaves: a client that closes its
+// connection while the upstream has not answered ends the upstream request
+// (http.Server's background read did the same), for a bodiless request and
+// for one whose body was read whole, and the exchange is audited as
+// client_closed (499).
+func TestUpstreamWaitEndsWhenTheClientLeaves(t *testing.T) {
+	e, u := newRawUpstreamEnv(t)
+	for _, raw := range []string{
+		"GET /user?hold HTTP/1.1\r\nHost: " + apiHost + "\r\n\r\n",
+		"POST /repos/a/b/issues?hold HTTP/1.1\r\nHost: " + apiHost + "\r\nContent-Length: 5\r\n\r\nhello",
+	} {
+		tc, _ := e.rawTunnel(t, apiHost+":443")
+		io.WriteString(tc, raw)
+		time.Sleep(300 * time.Millisecond)
+		_ = tc.Close()
+		select {
+		case path := <-u.abandoned:
+			e.audit.WaitFor(t, "client_closed", func(ev audit.Event) bool {
+				return ev.Path == path && ev.Reason == string(contract.CodeClientClosed) && ev.Status == 499
+			})
+		case <-time.After(4 * time.Second):
+			t.Fatalf("%q: the upstream still held the request 4 s after the client left", strings.SplitN(raw, "\r\n", 2)[0])
+		}
+	}
+}
+
+// TestSlowUpstreamAnswerWhileWatchingTheClient: an answer later than
+// clientWatchAfter reaches a client that stayed, and the connection then
+// serves another request (the watch ended cleanly).
+func TestSlowUpstreamAnswerWhileWatchingTheClient(t *testing.T) {
+	e, _ := newRawUpstreamEnv(t)
+	tc, br := e.rawTunnel(t, apiHost+":443")
+	for _, path := range []string{"/user?late", "/user"} {
+		resp, body := rawRequest(t, tc, br, "GET "+path+" HTTP/1.1\r\nHost: "+apiHost+"\r\n\r\n")
+		if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+			t.Fatalf("GET %s = %d %q, want 200 ok", path, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestHTTP2StreamResetIsAuditedAsClientClosed: an HTTP/2 client that
+// cancels a stream while the upstream works ends the upstream request (its
+// context) and the exchange is audited as client_closed (499), not as an
+// upstream failure.
+func TestHTTP2StreamResetIsAuditedAsClientClosed(t *testing.T) {
+	e := newEnv(t)
+	gone := make(chan struct{})
+	e.handlers.Store("/events", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			close(gone)
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://h2.example.test/events", nil)
+	if resp, err := e.client(true).Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the request ended with %d, want the client's cancellation", resp.StatusCode)
+	}
+	select {
+	case <-gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request outlived the client's stream by 5 s")
+	}
+	e.audit.WaitFor(t, "client_closed", func(ev audit.Event) bool {
+		return ev.Path == "/events" && ev.Reason == string(contract.CodeClientClosed) && ev.Status == 499
+	})
 }

@@ -72,7 +72,7 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		outcome := ApprovalDenied
 		if s.cfg.Approver != nil {
 			// A client that leaves withdraws its request (serve_h1.go).
-			ctx, stopWatch := clientWatch(w, r)
+			ctx, stopWatch := clientWatch(w, r, false)
 			outcome = s.cfg.Approver.Await(ctx, ApprovalRequest{
 				SessionID: t.sess.ID, ConnectorFQN: m.ConnectorFQN, Tool: m.Tool, Operation: op.Name,
 				Method: r.Method, Host: t.target, Path: x.path, Fields: x.ev.Fields,

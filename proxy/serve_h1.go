@@ -641,13 +641,14 @@ func (w *h1Response) writeTrailers(bw *bufio.Writer) {
 }
 
 // watchClient returns a context that is canceled when the client closes the
-// connection, for a wait that reads nothing from it (an approval), and the
-// function that ends the watch; call it before reading or writing again.
-// As under http.Server, only a request whose body is absent can watch: with
-// a body pending, the next read would return the body, not the close.
-func (w *h1Response) watchClient(parent context.Context) (context.Context, func()) {
+// connection, for a wait that reads nothing from it (an approval, an
+// upstream's answer), and the function that ends the watch; call it before
+// reading or writing again. As under http.Server, only a request whose
+// body is absent or read to its end (bodyRead) can watch: with a body
+// pending, the next read would return the body, not the close.
+func (w *h1Response) watchClient(parent context.Context, bodyRead bool) (context.Context, func()) {
 	c := w.c
-	if w.req.ContentLength != 0 || c.br.Buffered() > 0 {
+	if (w.req.ContentLength != 0 && !bodyRead) || c.br.Buffered() > 0 {
 		return parent, func() {}
 	}
 	ctx, cancel := context.WithCancel(parent)
@@ -668,9 +669,9 @@ func (w *h1Response) watchClient(parent context.Context) (context.Context, func(
 
 // clientWatch is watchClient for any ResponseWriter: a no-op where the
 // server watches the client itself (HTTP/2 cancels a stream's context).
-func clientWatch(w http.ResponseWriter, r *http.Request) (context.Context, func()) {
+func clientWatch(w http.ResponseWriter, r *http.Request, bodyRead bool) (context.Context, func()) {
 	if hw, ok := w.(*h1Response); ok {
-		return hw.watchClient(r.Context())
+		return hw.watchClient(r.Context(), bodyRead)
 	}
 	return r.Context(), func() {}
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -180,7 +182,7 @@ func isIdempotent(r *http.Request) bool {
 // roundTripH1 sends out over a pooled HTTP/1.1 connection and returns the
 // response; its body returns the connection to the pool when read to the
 // end, and closes it when closed early.
-func (s *Server) roundTripH1(out *http.Request) (*http.Response, error) {
+func (s *Server) roundTripH1(out *http.Request, watch clientWatcher) (*http.Response, error) {
 	ctx := out.Context()
 	for attempt := 0; ; attempt++ {
 		c := s.h1Pool.get(out.URL.Host, s.now())
@@ -190,22 +192,23 @@ func (s *Server) roundTripH1(out *http.Request) (*http.Response, error) {
 				return nil, err
 			}
 		}
-		resp, err := s.exchangeH1(c, out)
+		resp, err := s.exchangeH1(c, out, watch)
 		if err == nil {
 			return resp, nil
 		}
 		_ = c.conn.Close()
 		// A reused connection the upstream closed while it sat idle fails
 		// before any byte of an answer: send once more on a new one.
-		if c.reused && c.lim.read == 0 && attempt == 0 && out.Body == http.NoBody && isIdempotent(out) && ctx.Err() == nil {
+		if c.reused && c.lim.read == 0 && attempt == 0 && out.Body == http.NoBody && isIdempotent(out) && ctx.Err() == nil && !errors.Is(err, errClientClosed) {
 			continue
 		}
 		return nil, err
 	}
 }
 
-// exchangeH1 writes out on c and reads the response header.
-func (s *Server) exchangeH1(c *h1Conn, out *http.Request) (*http.Response, error) {
+// exchangeH1 writes out on c and reads the response header; watch watches
+// the client during a long wait (awaitAnswer).
+func (s *Server) exchangeH1(c *h1Conn, out *http.Request, watch clientWatcher) (*http.Response, error) {
 	c.lim.read = 0
 	var wrote chan error // the body writer's result, when it runs apart
 	if out.Body == http.NoBody || (out.ContentLength > 0 && out.ContentLength <= inlineBodyMax) {
@@ -216,10 +219,17 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request) (*http.Response, error
 		wrote = make(chan error, 1)
 		go func() { wrote <- writeRequest(c.bw, out) }()
 	}
+	var headerBy time.Time
 	if d := s.limits.ResponseHeaderTimeout; d > 0 {
-		c.deadline.set(time.Now().Add(d))
+		headerBy = time.Now().Add(d)
 	}
 	c.lim.n = int64(s.limits.MaxHeaderBytes)
+	if wrote != nil {
+		watch = clientWatcher{} // the body is still being read from the client
+	}
+	if err := awaitAnswer(c, headerBy, watch); err != nil {
+		return nil, err
+	}
 	var resp *http.Response
 	var err error
 	for {
@@ -234,6 +244,7 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request) (*http.Response, error
 			break
 		}
 		c.lim.n = int64(s.limits.MaxHeaderBytes)
+		c.deadline.set(headerBy)
 	}
 	c.lim.n = -1
 	if err != nil && wrote != nil {
@@ -253,7 +264,7 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request) (*http.Response, error
 		}
 		return nil, fmt.Errorf("%s switched protocols for a request that did not ask to", c.target)
 	}
-	if s.limits.ResponseHeaderTimeout > 0 && (resp.ContentLength < 0 || int64(c.br.Buffered()) < resp.ContentLength) {
+	if resp.ContentLength < 0 || int64(c.br.Buffered()) < resp.ContentLength {
 		// The body is streamed without the header's deadline; one already
 		// buffered whole is not read from the connection again, and the
 		// next exchange sets its own deadline.
@@ -262,6 +273,68 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request) (*http.Response, error
 	reuse := !resp.Close && !out.Close
 	resp.Body = &h1Body{rc: resp.Body, c: c, s: s, reuse: reuse, empty: resp.Body == http.NoBody, wrote: wrote}
 	return resp, nil
+}
+
+// clientWatchAfter is how long a wait for an upstream's answer goes
+// before the client is watched too.
+const clientWatchAfter = time.Second
+
+// errClientClosed ends an exchange whose client left while the upstream
+// had not answered yet.
+var errClientClosed = errors.New("the client closed the connection before the upstream answered")
+
+// clientWatcher watches the client of an exchange during a long wait for
+// the upstream's answer; the zero value watches nothing.
+type clientWatcher struct {
+	w    http.ResponseWriter
+	r    *http.Request
+	body *countingBody // nil for a bodiless request
+}
+
+// start starts the watch; see watchClient.
+func (cw clientWatcher) start() (context.Context, func()) {
+	read := cw.body == nil || cw.body.n.Load() == cw.r.ContentLength
+	return clientWatch(cw.w, cw.r, read)
+}
+
+// awaitAnswer waits until the first byte of the answer is here, or the
+// header deadline headerBy (zero for none) passes. A wait longer than
+// clientWatchAfter also watches the client with watch, as http.Server's
+// background read does: a client that leaves ends the wait
+// (errClientClosed), so an upstream is not kept computing an answer
+// nobody will read. The first part of the wait is bounded by the same
+// lazy deadline as every request, so a fast answer costs no timer.
+func awaitAnswer(c *h1Conn, headerBy time.Time, watch clientWatcher) error {
+	first := time.Now().Add(clientWatchAfter)
+	if watch.w == nil || c.br.Buffered() > 0 || (!headerBy.IsZero() && !headerBy.After(first)) {
+		c.deadline.set(headerBy)
+		return nil
+	}
+	c.deadline.set(first)
+	if _, err := c.br.Peek(1); !errors.Is(err, os.ErrDeadlineExceeded) || time.Now().Before(first) {
+		// The answer, an error ReadResponse meets again, or a deadline
+		// kept from an earlier request (deadlineSlack): the rest of the
+		// header, if not here yet, gets the header deadline.
+		if err != nil || !headerBuffered(c.br) {
+			c.deadline.set(headerBy)
+		}
+		return nil
+	}
+	ctx, stop := watch.start()
+	defer stop()
+	c.deadline.set(headerBy)
+	unblock := context.AfterFunc(ctx, func() { _ = c.conn.SetReadDeadline(time.Unix(1, 0)) })
+	_, _ = c.br.Peek(1)
+	if !unblock() {
+		return errClientClosed // the connection's deadline is spent: it is not reused
+	}
+	return nil
+}
+
+// headerBuffered reports whether br holds a whole header block.
+func headerBuffered(br *bufio.Reader) bool {
+	buf, _ := br.Peek(br.Buffered())
+	return bytes.Contains(buf, []byte("\r\n\r\n"))
 }
 
 // writeRequest writes out and flushes it.
