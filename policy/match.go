@@ -88,11 +88,8 @@ type Match struct {
 	ConnectorFQN  string
 	ConnectorHash string
 	Tool          string
-	// Operation points into the snapshot's copy of the spec; read it, never
-	// modify it.
-	Operation *Operation
-	// Compiled is the operation as Compile prepared it (path template,
-	// hosts, audit sources, inputs); never nil in a Match a Snapshot returns.
+	// Compiled is the operation as Compile prepared it; its Operation method
+	// returns the spec operation. Never nil in a Match a Snapshot returns.
 	Compiled *CompiledOperation
 	// PathParams holds the percent-decoded value of every {name} segment of
 	// the operation's path; nil when the path has none or for Lookup.
@@ -381,7 +378,7 @@ func (e *opEntry) matchPath(p string) bool {
 
 // match builds the Match of a request path that matchPath accepted.
 func (e *opEntry) match(p string) *Match {
-	m := &Match{ConnectorFQN: e.fqn, ConnectorHash: e.hash, Tool: e.tool, Operation: e.c.op, Compiled: e.c}
+	m := &Match{ConnectorFQN: e.fqn, ConnectorHash: e.hash, Tool: e.tool, Compiled: e.c}
 	t := e.c.tmpl
 	if len(t.params) == 0 {
 		return m
