@@ -185,10 +185,10 @@ func (s *Server) lookupOperation(sess *session.Session, source string, notFoundC
 	if err != nil {
 		return nil, nil, fmt.Errorf("looking up operation %q of tool %q in connector %q: %w", op, tool, fqn, err)
 	}
-	if !m.Operation.IsProxyable() {
-		return nil, nil, s.refused(sess, source, m.ConnectorFQN, m.Tool, m.Operation.Name,
+	if o := m.Compiled.Operation(); !o.IsProxyable() {
+		return nil, nil, s.refused(sess, source, m.ConnectorFQN, m.Tool, o.Name,
 			apiErr(http.StatusNotImplemented, CodeOperationNotProxyable,
-				fmt.Sprintf("operation %q of tool %q declares no method, path or hosts, so it cannot be sent upstream; the connector spec must declare all three", m.Operation.Name, m.Tool)))
+				fmt.Sprintf("operation %q of tool %q declares no method, path or hosts, so it cannot be sent upstream; the connector spec must declare all three", o.Name, m.Tool)))
 	}
 	return snap, m, nil
 }
@@ -214,7 +214,7 @@ func (s *Server) run(c echo.Context, sess *session.Session, fqn, tool, opName st
 	if err != nil {
 		return err
 	}
-	op := m.Operation
+	op := m.Compiled.Operation()
 	cl, problems := buildCall(m.Compiled, args)
 	if len(problems) > 0 {
 		return s.refused(sess, SourceRunEndpoint, m.ConnectorFQN, m.Tool, op.Name,

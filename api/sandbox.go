@@ -57,7 +57,7 @@ func (s *Server) sandboxProxy(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	op := m.Operation
+	op := m.Compiled.Operation()
 	refuse := func(msg string) *Error {
 		return s.refused(sess, SourceSandboxProxy, req.ConnectorFQN, req.Tool, req.Operation,
 			apiErr(http.StatusNotFound, CodeSandboxOperationNotFound, msg))

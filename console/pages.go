@@ -166,7 +166,7 @@ func lookupOperation(snap *policy.Snapshot, fqn, tool, op string) *policy.Operat
 	if err != nil {
 		return nil
 	}
-	return m.Operation
+	return m.Compiled.Operation()
 }
 
 // decide is POST /ui/approvals/{id} with decision=approve|deny and

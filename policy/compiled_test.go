@@ -43,8 +43,9 @@ func TestCompiledOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := m.Compiled
-	if c == nil || c.Operation() != m.Operation {
-		t.Fatalf("Lookup(gen).Compiled = %+v, want the compiled form of %+v", c, m.Operation)
+	conn, _ := s.Connector(fqnGoogle)
+	if op := &conn.Spec.Tools[0].Operations[0]; c == nil || c.Operation() != op {
+		t.Fatalf("Lookup(gen).Compiled = %+v, want the compiled form of %+v", c, op)
 	}
 	d := s.Decide(sc, Request{Method: "POST", Host: hostGemini, Path: "/v1/models/pro:generate/a%20b/"})
 	if !d.Allow || d.Match.Compiled != c {

@@ -88,11 +88,8 @@ type Match struct {
 	ConnectorFQN  string
 	ConnectorHash string
 	Tool          string
-	// Operation points into the snapshot's copy of the spec; read it, never
-	// modify it.
-	Operation *Operation
-	// Compiled is the operation as Compile prepared it (path template,
-	// hosts, audit sources, inputs); never nil in a Match a Snapshot returns.
+	// Compiled is the operation as Compile prepared it; its Operation method
+	// returns the spec operation. Never nil in a Match a Snapshot returns.
 	Compiled *CompiledOperation
 	// PathParams holds the percent-decoded value of every {name} segment of
 	// the operation's path; nil when the path has none or for Lookup.
@@ -133,15 +130,12 @@ type methodIndex struct {
 
 type listedOp struct{ fqn, text string }
 
-// opEntry is one compiled proxyable operation, shared by all its hosts.
+// opEntry is one proxyable operation, shared by all its hosts: where it
+// belongs and its compiled form, whose template is never nil.
 type opEntry struct {
 	fqn, hash, tool string
-	op              *Operation
 	c               *CompiledOperation
-	segs            []TemplateSegment // c's template segments
-	params          int               // len(c's template params)
-	order           int               // compile order, the final tie-break
-	text            string            // "METHOD /path (tool operation)"
+	order           int // compile order, the final tie-break
 }
 
 // Compile indexes the connectors into a Snapshot. The specs are expected to
@@ -203,13 +197,10 @@ func (s *Snapshot) index(c Connector, order *int) error {
 				continue
 			}
 			*order++
-			e := &opEntry{
-				fqn: fqn, hash: c.Hash, tool: t.Name, op: op, c: &tools[ti][oi],
-				segs: co.tmpl.segs, params: len(co.tmpl.params), order: *order,
-				text: op.Method + " " + op.Path + " (" + t.Name + " " + op.Name + ")",
-			}
+			e := &opEntry{fqn: fqn, hash: c.Hash, tool: t.Name, c: &tools[ti][oi], order: *order}
+			text := op.Method + " " + op.Path + " (" + t.Name + " " + op.Name + ")"
 			for _, name := range co.hosts {
-				s.host(name).add(e)
+				s.host(name).add(e, text)
 			}
 		}
 	}
@@ -225,22 +216,26 @@ func (s *Snapshot) host(name string) *hostIndex {
 	return hi
 }
 
-func (hi *hostIndex) add(e *opEntry) {
-	mi := hi.method(e.op.Method)
+// add indexes e under this host; text is its listing line, "METHOD /path
+// (tool operation)".
+func (hi *hostIndex) add(e *opEntry, text string) {
+	method := e.c.op.Method
+	mi := hi.method(method)
 	if mi == nil {
-		hi.methods = append(hi.methods, methodIndex{method: e.op.Method, exact: make(map[string][]*opEntry)})
+		hi.methods = append(hi.methods, methodIndex{method: method, exact: make(map[string][]*opEntry)})
 		mi = &hi.methods[len(hi.methods)-1]
 	}
-	if e.params == 0 {
-		key := exactKey(e.segs)
+	if t := e.c.tmpl; len(t.params) == 0 {
+		key := exactKey(t.segs)
 		mi.exact[key] = append(mi.exact[key], e)
 	} else {
-		for len(mi.bySegs) <= len(e.segs) {
+		n := len(t.segs)
+		for len(mi.bySegs) <= n {
 			mi.bySegs = append(mi.bySegs, nil)
 		}
-		mi.bySegs[len(e.segs)] = append(mi.bySegs[len(e.segs)], e)
+		mi.bySegs[n] = append(mi.bySegs[n], e)
 	}
-	hi.listing = append(hi.listing, listedOp{fqn: e.fqn, text: e.text})
+	hi.listing = append(hi.listing, listedOp{fqn: e.fqn, text: text})
 	if i, found := slices.BinarySearch(hi.fqns, e.fqn); !found {
 		hi.fqns = slices.Insert(hi.fqns, i, e.fqn)
 	}
@@ -270,8 +265,9 @@ func (hi *hostIndex) finish() {
 // one whose first differing segment is more specific (a literal, then a
 // template with a custom method) comes first. Zero means the same shape.
 func compareShape(a, b *opEntry) int {
-	for i := range a.segs {
-		if ra, rb := a.segs[i].rank(), b.segs[i].rank(); ra != rb {
+	as, bs := a.c.tmpl.segs, b.c.tmpl.segs
+	for i := range as {
+		if ra, rb := as[i].rank(), bs[i].rank(); ra != rb {
 			return ra - rb
 		}
 	}
@@ -351,10 +347,11 @@ func (mi *methodIndex) find(sc Scope, p string, nseg int, escaped bool) (*opEntr
 
 // matchPath reports whether the canonical path p matches the template.
 func (e *opEntry) matchPath(p string) bool {
+	segs := e.c.tmpl.segs
 	rest := p[1:]
-	for i := range e.segs {
+	for i := range segs {
 		seg := rest
-		if i < len(e.segs)-1 {
+		if i < len(segs)-1 {
 			j := strings.IndexByte(rest, '/')
 			if j < 0 {
 				return false
@@ -363,7 +360,7 @@ func (e *opEntry) matchPath(p string) bool {
 		} else if strings.IndexByte(seg, '/') >= 0 {
 			return false
 		}
-		sg := &e.segs[i]
+		sg := &segs[i]
 		if sg.suffix != "" {
 			if _, rest, ok := splitCustomMethod(seg); !ok || !segmentEqual(rest, sg.suffix) {
 				return false
@@ -381,22 +378,24 @@ func (e *opEntry) matchPath(p string) bool {
 
 // match builds the Match of a request path that matchPath accepted.
 func (e *opEntry) match(p string) *Match {
-	m := &Match{ConnectorFQN: e.fqn, ConnectorHash: e.hash, Tool: e.tool, Operation: e.op, Compiled: e.c}
-	if e.params == 0 {
+	m := &Match{ConnectorFQN: e.fqn, ConnectorHash: e.hash, Tool: e.tool, Compiled: e.c}
+	t := e.c.tmpl
+	if len(t.params) == 0 {
 		return m
 	}
-	m.PathParams = make(map[string]string, e.params)
+	m.PathParams = make(map[string]string, len(t.params))
 	rest := p[1:]
-	for i := range e.segs {
+	for i := range t.segs {
+		sg := &t.segs[i]
 		seg := rest
 		if j := strings.IndexByte(rest, '/'); j >= 0 {
 			seg, rest = rest[:j], rest[j+1:]
 		}
-		if e.segs[i].suffix != "" {
+		if sg.suffix != "" {
 			seg, _, _ = splitCustomMethod(seg)
 		}
-		if e.segs[i].isParam {
-			m.PathParams[e.segs[i].param] = decodeSegment(seg)
+		if sg.isParam {
+			m.PathParams[sg.param] = decodeSegment(seg)
 		}
 	}
 	return m
@@ -523,7 +522,7 @@ func (s *Snapshot) denyHost(sc Scope, r Request, why string) Decision {
 func denyAmbiguous(sc Scope, hi *hostIndex, r Request, amb []*opEntry) Decision {
 	names := make([]string, len(amb))
 	for i, e := range amb {
-		names[i] = e.tool + " " + e.op.Name + " of " + e.fqn
+		names[i] = e.tool + " " + e.c.op.Name + " of " + e.fqn
 	}
 	sort.Strings(names)
 	return Decision{Reason: ReasonAmbiguous, AllowedOperations: hi.allowed(sc), Message: fmt.Sprintf(

@@ -65,7 +65,7 @@ func checkAllowed(t *testing.T, sc Scope, r Request, d Decision) {
 	if d.Match == nil || d.Reason != ReasonAllowed {
 		t.Fatalf("Decide(%q) allowed with match %v, reason %q", r, d.Match, d.Reason)
 	}
-	op := d.Match.Operation
+	op := d.Match.Compiled.Operation()
 	if op.Method != r.Method {
 		t.Fatalf("Decide(%q) allowed operation %s with method %q", r, op.Name, op.Method)
 	}

@@ -242,16 +242,16 @@ func TestDecide(t *testing.T) {
 			if d.Match == nil {
 				t.Fatalf("Decide(%q).Match = nil on allow", tc.req)
 			}
-			if got := d.Match.Tool + " " + d.Match.Operation.Name; got != tc.op {
+			if got := d.Match.Tool + " " + d.Match.Compiled.Operation().Name; got != tc.op {
 				t.Errorf("Decide(%q) matched %q, want %q", tc.req, got, tc.op)
 			}
-			if d.Match.Operation.Method != tc.req.Method {
-				t.Errorf("Decide(%q) matched method %q", tc.req, d.Match.Operation.Method)
+			if d.Match.Compiled.Operation().Method != tc.req.Method {
+				t.Errorf("Decide(%q) matched method %q", tc.req, d.Match.Compiled.Operation().Method)
 			}
 			if tc.params != nil && !reflect.DeepEqual(d.Match.PathParams, tc.params) {
 				t.Errorf("Decide(%q).PathParams = %v, want %v", tc.req, d.Match.PathParams, tc.params)
 			}
-			if !strings.Contains(d.Match.Operation.Path, "{") && d.Match.PathParams != nil {
+			if !strings.Contains(d.Match.Compiled.Operation().Path, "{") && d.Match.PathParams != nil {
 				t.Errorf("Decide(%q).PathParams = %v for an exact path, want nil", tc.req, d.Match.PathParams)
 			}
 		})
@@ -461,10 +461,10 @@ func TestLookup(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Lookup(issues.list) error: %v", err)
 	}
-	if m.ConnectorFQN != fqnGitHub || m.ConnectorHash != "sha256:aa" || m.Tool != "gh-api" || m.Operation.Name != "issues.list" || m.PathParams != nil {
+	if m.ConnectorFQN != fqnGitHub || m.ConnectorHash != "sha256:aa" || m.Tool != "gh-api" || m.Compiled.Operation().Name != "issues.list" || m.PathParams != nil {
 		t.Errorf("Lookup(issues.list) = %+v", m)
 	}
-	if m, err := s.Lookup(sc, fqnGitHub, "gh-api", "help"); err != nil || m.Operation.IsProxyable() {
+	if m, err := s.Lookup(sc, fqnGitHub, "gh-api", "help"); err != nil || m.Compiled.Operation().IsProxyable() {
 		t.Errorf("Lookup(help) = %+v, %v; want the non-proxyable operation", m, err)
 	}
 	errCases := []struct {
@@ -556,7 +556,7 @@ func TestCompile(t *testing.T) {
 	conns[1].Spec.Tools[0].Operations[0].Hosts[0] = "evil.example"
 	list := s.Connectors()
 	list[0] = Connector{}
-	if d := s.Decide(NewScope(scopeGH), gh("GET", "/user")); !d.Allow || d.Match.Operation.Path != "/user" {
+	if d := s.Decide(NewScope(scopeGH), gh("GET", "/user")); !d.Allow || d.Match.Compiled.Operation().Path != "/user" {
 		t.Errorf("after mutating the inputs, Decide(/user) = %v %s; want allowed", d.Reason, d.Message)
 	}
 	if c, _ := s.Connector(fqnGitHub); c.Spec == nil {
@@ -609,7 +609,7 @@ func TestFixtureSpecs(t *testing.T) {
 		d := s.Decide(sc, tc.req)
 		got := ""
 		if d.Allow {
-			got = d.Match.Operation.Name
+			got = d.Match.Compiled.Operation().Name
 		}
 		if got != tc.op {
 			t.Errorf("Decide(%q) = %q (%s), want %q", tc.req, got, d.Message, tc.op)

@@ -88,7 +88,7 @@ func (s *Snapshot) Lookup(sc Scope, fqn, tool, op string) (*Match, error) {
 		ops := []string{}
 		for oi := range t.Operations {
 			if t.Operations[oi].Name == op {
-				return &Match{ConnectorFQN: fqn, ConnectorHash: c.Hash, Tool: tool, Operation: &t.Operations[oi], Compiled: &s.ops[i][ti][oi]}, nil
+				return &Match{ConnectorFQN: fqn, ConnectorHash: c.Hash, Tool: tool, Compiled: &s.ops[i][ti][oi]}, nil
 			}
 			ops = append(ops, t.Operations[oi].Name)
 		}

@@ -42,7 +42,7 @@ func FuzzSegmentGrammar(f *testing.F) {
 			t.Fatalf("Compile of a valid spec with path %q: %v", path, err)
 		}
 		d := snap.Decide(NewScope([]string{"github://acme/seg"}), Request{Method: "GET", Host: "api.example.com:443", Path: path})
-		if !d.Allow || d.Match == nil || d.Match.Operation.Name != "op" {
+		if !d.Allow || d.Match == nil || d.Match.Compiled.Operation().Name != "op" {
 			t.Fatalf("Decide(GET %s) = %+v; the spec declares that exact path", path, d)
 		}
 	})

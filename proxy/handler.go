@@ -65,7 +65,7 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := d.match
-	op := m.Operation
+	op := m.Compiled.Operation()
 	inj := d.inj
 	reason := string(policy.ReasonAllowed)
 	if d.approval {
@@ -169,7 +169,7 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 	}
 	d := decision{match: pd.Match}
 	m := pd.Match
-	op := m.Operation
+	op := m.Compiled.Operation()
 	x.ev.ConnectorFQN, x.ev.Tool, x.ev.Operation = m.ConnectorFQN, m.Tool, op.Name
 	x.ev.Fields = auditFields(m, r, in.args)
 	if ws && !op.WebSocket {

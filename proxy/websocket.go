@@ -55,7 +55,7 @@ func isWebSocketRequest(r *http.Request) bool {
 func webSocketNotDeclared(x *exchange, m *policy.Match) errorDetail {
 	return errorDetail{Code: contract.CodeWebSocketNotAllowed, Message: fmt.Sprintf(
 		"%s %s on %s is a WebSocket handshake for %s %s of %s, which does not declare \"websocket\": true, so the proxy refuses it instead of sending it as a plain request; use HTTPS requests instead, or ask the operator for a connector whose operation declares \"websocket\": true",
-		x.ev.Method, x.path, x.t.target, m.Tool, m.Operation.Name, m.ConnectorFQN)}
+		x.ev.Method, x.path, x.t.target, m.Tool, m.Compiled.Operation().Name, m.ConnectorFQN)}
 }
 
 // wsAccept is the Sec-WebSocket-Accept of a Sec-WebSocket-Key.
