@@ -82,8 +82,14 @@ type Feature struct {
 	// directory's content digest.
 	Digest string `json:"digest"`
 	// Env is the install environment: each option (defaults from
-	// devcontainer-feature.json, then the entry's) under its env name.
+	// devcontainer-feature.json, then the entry's) under its env name, as
+	// written.
 	Env map[string]string `json:"options,omitempty"`
+	// installEnv is Env with devcontainer variables (${localEnv:VAR},
+	// ${localWorkspaceFolder}...) resolved, as the devcontainer CLI does
+	// for the whole file: what install.sh gets. It is never printed, so a
+	// host variable's value stays out of plan output.
+	installEnv map[string]string
 	// ContainerEnv is the feature's containerEnv, set in the image.
 	ContainerEnv map[string]string `json:"container_env,omitempty"`
 	// Dir is the feature's directory on the host (install.sh inside).

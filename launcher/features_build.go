@@ -41,6 +41,10 @@ func (p *Plan) planFeatures(dcDir string, dc *DevContainer, opts PlanOptions) er
 	if err != nil {
 		return fmt.Errorf("resolving the features of %s: %w", DevContainerPath, err)
 	}
+	vc := p.Vars(opts.LocalEnv, nil)
+	for _, f := range features {
+		f.installEnv = substituteMap(f.Env, vc)
+	}
 	p.Features, p.Refused = features, append(p.Refused, refused...)
 	h := sha256.New()
 	fmt.Fprintf(h, "image=%s\n", p.Image)
@@ -49,8 +53,8 @@ func (p *Plan) planFeatures(dcDir string, dc *DevContainer, opts PlanOptions) er
 	}
 	for _, f := range features {
 		fmt.Fprintf(h, "feature %q %s\n", f.ID, f.Digest)
-		for _, k := range sortedKeys(f.Env) {
-			fmt.Fprintf(h, "  option %q=%q\n", k, f.Env[k])
+		for _, k := range sortedKeys(f.installEnv) {
+			fmt.Fprintf(h, "  option %q=%q\n", k, f.installEnv[k])
 		}
 	}
 	p.FeaturesImage = FeaturesRepository + ":" + hex.EncodeToString(h.Sum(nil))[:12]
@@ -73,6 +77,20 @@ func featuresDockerfile(base, user string, features []*Feature) string {
 	}
 	fmt.Fprintf(&b, "RUN rm -rf /tmp/aileron-features\nUSER %s\n", user)
 	return b.String()
+}
+
+// featureEnvFile is the env file install.sh of f is run with: its
+// resolved options and the users the devcontainer CLI names.
+func featureEnvFile(f *Feature, remoteUser, containerUser string) string {
+	env := map[string]string{"_REMOTE_USER": remoteUser, "_CONTAINER_USER": containerUser}
+	for k, v := range f.installEnv {
+		env[k] = v
+	}
+	var lines strings.Builder
+	for _, k := range sortedKeys(env) {
+		fmt.Fprintf(&lines, "%s=%s\n", k, shQuote(env[k]))
+	}
+	return lines.String()
 }
 
 // buildFeaturesImage builds p.FeaturesImage from p.Image (which must be
@@ -103,15 +121,7 @@ func buildFeaturesImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOp
 		if err := copyTree(f.Dir, dst); err != nil {
 			return fmt.Errorf("installing feature %q: copying it: %w", f.Ref, err)
 		}
-		env := map[string]string{"_REMOTE_USER": remoteUser, "_CONTAINER_USER": containerUser}
-		for k, v := range f.Env {
-			env[k] = v
-		}
-		var lines strings.Builder
-		for _, k := range sortedKeys(env) {
-			fmt.Fprintf(&lines, "%s=%s\n", k, shQuote(env[k]))
-		}
-		if err := os.WriteFile(filepath.Join(dst, "aileron-feature.env"), []byte(lines.String()), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dst, "aileron-feature.env"), []byte(featureEnvFile(f, remoteUser, containerUser)), 0o644); err != nil {
 			return fmt.Errorf("installing feature %q: %w", f.Ref, err)
 		}
 	}

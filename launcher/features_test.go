@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -218,5 +219,42 @@ func TestOCIFeatureFetcherUsesRuntimeCredentials(t *testing.T) {
 	}
 	if _, digest, err := NewOCIFeatureFetcher(t.TempDir()).Fetch(ref); err != nil || !strings.HasPrefix(digest, "sha256:") {
 		t.Fatalf("Fetch with Docker's credentials = %q, %v", digest, err)
+	}
+}
+
+// TestFeatureOptionsResolveVariables: option values are resolved like the
+// rest of devcontainer.json (${localEnv:...}, ${localWorkspaceFolderBasename})
+// for install.sh and the derived image's tag, and stay as written in the
+// plan's output.
+func TestFeatureOptionsResolveVariables(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		DevContainerPath: `{"image": "debian:bookworm-slim", "features": {"./local": {"greeting": "${localEnv:GREETING}-${localWorkspaceFolderBasename}"}}}`,
+	})
+	writeFeature(t, filepath.Join(dir, ".devcontainer", "local"), featureFiles("local", `{"id": "local", "options": {"greeting": {"type": "string"}}}`))
+	plan := func(greeting string) *Plan {
+		p, err := NewPlan(dir, PlanOptions{LocalEnv: func(k string) (string, bool) { return greeting, k == "GREETING" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := plan("host-value")
+	f := p.Features[0]
+	want := "GREETING='host-value-" + filepath.Base(dir) + "'\n"
+	if env := featureEnvFile(f, "agent", "agent"); !strings.Contains(env, want) {
+		t.Errorf("install env file:\n%s\nwant the line %q", env, want)
+	}
+	if f.Env["GREETING"] != "${localEnv:GREETING}-${localWorkspaceFolderBasename}" {
+		t.Errorf("the plan's option = %q, want it as written", f.Env["GREETING"])
+	}
+	out, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte("host-value")) {
+		t.Errorf("the plan's JSON holds the resolved host value: %s", out)
+	}
+	if other := plan("other-value"); other.FeaturesImage == p.FeaturesImage {
+		t.Errorf("FeaturesImage %q does not change with the resolved option", p.FeaturesImage)
 	}
 }

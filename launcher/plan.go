@@ -62,8 +62,9 @@ const DevContainerPath = ".devcontainer/devcontainer.json"
 type PlanOptions struct {
 	// BaseVersion is the sandbox-base tag; empty means BaseVersion.
 	BaseVersion string
-	// LocalEnv resolves ${localEnv:VAR} in build.args; nil means
-	// os.LookupEnv (the environment of the launching process).
+	// LocalEnv resolves ${localEnv:VAR} in build.args and feature
+	// options; nil means os.LookupEnv (the environment of the launching
+	// process).
 	LocalEnv func(string) (string, bool)
 	// AileronHome is $AILERON_HOME, which no mount may expose; empty means
 	// $AILERON_HOME, else ~/.aileron.
