@@ -219,15 +219,16 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request, watch clientWatcher) (
 		wrote = make(chan error, 1)
 		go func() { wrote <- writeRequest(c.bw, out) }()
 	}
+	sent := time.Now()
 	var headerBy time.Time
 	if d := s.limits.ResponseHeaderTimeout; d > 0 {
-		headerBy = time.Now().Add(d)
+		headerBy = sent.Add(d)
 	}
 	c.lim.n = int64(s.limits.MaxHeaderBytes)
 	if wrote != nil {
 		watch = clientWatcher{} // the body is still being read from the client
 	}
-	if err := awaitAnswer(c, headerBy, watch); err != nil {
+	if err := awaitAnswer(c, sent, headerBy, watch); err != nil {
 		return nil, err
 	}
 	var resp *http.Response
@@ -297,15 +298,15 @@ func (cw clientWatcher) start() (context.Context, func()) {
 	return clientWatch(cw.w, cw.r, read)
 }
 
-// awaitAnswer waits until the first byte of the answer is here, or the
-// header deadline headerBy (zero for none) passes. A wait longer than
+// awaitAnswer waits until the first byte of the answer to a request sent
+// at sent is here, or the header deadline headerBy (zero for none) passes. A wait longer than
 // clientWatchAfter also watches the client with watch, as http.Server's
 // background read does: a client that leaves ends the wait
 // (errClientClosed), so an upstream is not kept computing an answer
 // nobody will read. The first part of the wait is bounded by the same
 // lazy deadline as every request, so a fast answer costs no timer.
-func awaitAnswer(c *h1Conn, headerBy time.Time, watch clientWatcher) error {
-	first := time.Now().Add(clientWatchAfter)
+func awaitAnswer(c *h1Conn, sent, headerBy time.Time, watch clientWatcher) error {
+	first := sent.Add(clientWatchAfter)
 	if watch.w == nil || c.br.Buffered() > 0 || (!headerBy.IsZero() && !headerBy.After(first)) {
 		c.deadline.set(headerBy)
 		return nil
