@@ -174,7 +174,7 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 		run.Detach, run.Interactive, run.TTY = true, false, false
 		run.Stdin, run.Stdout, run.Stderr = nil, io.Discard, &logWriter{log: log}
 		run.Labels = map[string]string{LabelManaged: "true", LabelSession: sess.ID, LabelSandbox: id}
-		l.onExit("removing container "+run.Name, func(ctx context.Context) error { return l.removeContainer(ctx, run.Name) })
+		l.onExit("removing container "+run.Name, func(ctx context.Context) error { return rt.ContainerRemove(ctx, run.Name) })
 		code, err := rt.Run(ctx, run)
 		if err == nil && code != 0 {
 			err = fmt.Errorf("%s run exited %d (see the daemon log)", rt.Kind(), code)
@@ -346,31 +346,19 @@ func (sb *sandbox) begin(ctx context.Context) (context.Context, func(), error) {
 }
 
 // failed turns a helper run that produced no status into
-// api.ErrSandboxGone when the container is gone, else an error with what
-// the runtime said.
+// api.ErrSandboxGone when the container is gone or stopped, else an error
+// with what the runtime said.
 func (sb *sandbox) failed(err error, stderr string) error {
 	sb.mu.Lock()
 	gone := sb.gone
 	sb.mu.Unlock()
-	if gone || containerGone(stderr) {
+	if gone || isContainerGone(stderr) || isContainerStopped(stderr) {
 		return api.ErrSandboxGone
 	}
 	if err == nil {
 		err = errors.New("the helper printed no result")
 	}
 	return fmt.Errorf("running the sandbox helper in %s: %w: %s", sb.info.Container, err, lastLines(stderr, 3))
-}
-
-// containerGone reports whether the runtime's stderr says the container
-// does not exist or is not running.
-func containerGone(stderr string) bool {
-	s := strings.ToLower(stderr)
-	for _, m := range []string{"no such container", "is not running", "no container with name or id", "container state improper", "cannot exec in a stopped"} {
-		if strings.Contains(s, m) {
-			return true
-		}
-	}
-	return false
 }
 
 // newSandboxID returns a sandbox ID and a control token.
