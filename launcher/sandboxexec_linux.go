@@ -51,7 +51,7 @@ func RunSandboxExec(stdin io.Reader, stdout io.Writer) int {
 		return 0
 	}
 	if res != nil {
-		out, _ := json.Marshal(res)
+		out, _ := json.Marshal(helperStatus{SandboxExecResult: res})
 		_, _ = stdout.Write(append(out, '\n'))
 	}
 	if f, ok := stdout.(*os.File); ok {

@@ -47,6 +47,8 @@ type helperStatus struct {
 	Stat    *api.SandboxStat    `json:"stat,omitempty"`
 	Names   []string            `json:"names,omitempty"`
 	Written int64               `json:"written,omitempty"`
+	// SandboxExecResult is exec's result, its fields inline; nil for fs.
+	*api.SandboxExecResult
 }
 
 // RunSandboxFS is `internal sandbox fs`: one file operation with Node fs
