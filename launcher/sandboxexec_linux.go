@@ -288,20 +288,20 @@ func descendants() []int {
 }
 
 // SandboxHold is `internal sandbox hold`, a long-lived sandbox's main
-// process (PID 1): it reaps orphans until ctx ends (SIGTERM).
+// process (PID 1): it reaps orphans until ctx ends (SIGTERM). Every exit
+// of a child sends SIGCHLD after the child became a zombie; one dropped
+// because chld is full is covered by the pending one, and each wake-up
+// reaps all zombies, so no exit goes unreaped.
 func SandboxHold(ctx context.Context) {
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
 	defer signal.Stop(chld)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	for {
 		reapChildren()
 		select {
 		case <-ctx.Done():
 			return
 		case <-chld:
-		case <-tick.C:
 		}
 	}
 }
