@@ -81,10 +81,6 @@ func runExec(req helperExecRequest, aborted <-chan struct{}) (res *api.SandboxEx
 	cmd.Dir = req.Cwd
 	cmd.Env = layerEnv(os.Environ(), req.Env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	limit := req.MaxOutput
-	if limit <= 0 {
-		limit = api.SandboxExecMaxOutput
-	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, err
@@ -95,7 +91,7 @@ func runExec(req helperExecRequest, aborted <-chan struct{}) (res *api.SandboxEx
 		outW.Close()
 		return nil, nil, err
 	}
-	stdout, stderr := &cappedBuffer{max: limit}, &cappedBuffer{max: limit}
+	stdout, stderr := &cappedBuffer{max: api.SandboxExecMaxOutput}, &cappedBuffer{max: api.SandboxExecMaxOutput}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	start := time.Now()
 	err = cmd.Start()

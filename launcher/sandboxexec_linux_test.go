@@ -170,10 +170,11 @@ func TestSandboxExecHelper(t *testing.T) {
 		}
 	})
 	t.Run("output cap", func(t *testing.T) {
-		in, res := execHelper(t, helperExecRequest{Command: "head -c 3000 /dev/zero", MaxOutput: 1000})
+		cmd := fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", api.SandboxExecMaxOutput+1000)
+		in, res := execHelper(t, helperExecRequest{Command: cmd})
 		defer in.Close()
-		if r := waitResult(t, res, 5*time.Second); len(r.Stdout) != 1000 || !r.Truncated {
-			t.Errorf("capped output: %d bytes, truncated %v", len(r.Stdout), r.Truncated)
+		if r := waitResult(t, res, 30*time.Second); len(r.Stdout) != api.SandboxExecMaxOutput || !r.Truncated {
+			t.Errorf("capped output: %d bytes, truncated %v; want %d, true", len(r.Stdout), r.Truncated, api.SandboxExecMaxOutput)
 		}
 	})
 }
