@@ -190,7 +190,7 @@ type SandboxManager interface {
 	// RemoveSandbox tears the sandbox down; ErrSandboxNotFound when there
 	// is none with that ID.
 	RemoveSandbox(ctx context.Context, id string) error
-	// Sandbox returns a sandbox by ID; one that was removed stays known
+	// Sandbox returns a sandbox by ID; one recently removed stays known
 	// (its calls fail with ErrSandboxGone) so clients get 410, not 401.
 	Sandbox(id string) (Sandbox, bool)
 }

@@ -470,10 +470,40 @@ func (r *cliRuntime) ContainerRemove(ctx context.Context, name string) error {
 	}
 	_, err := r.run(ctx, append(args, name)...)
 	var ce *cliError
-	if errors.As(err, &ce) && strings.Contains(strings.ToLower(ce.stderr), "no such container") {
+	if errors.As(err, &ce) && isContainerGone(ce.stderr) {
 		return nil
 	}
 	return wrapf(err, "removing container %s", name)
+}
+
+// isContainerGone reports whether a runtime CLI's stderr says the
+// container no longer exists or is already being removed (by --rm, or a
+// concurrent rm): Docker 20.10's "No such container: NAME" and "removal of
+// container NAME is already in progress", Podman 4.3's "no container with
+// name or ID "NAME" found: no such container". It is the one home of that
+// rule: ContainerRemove takes it as success, a sandbox call as
+// api.ErrSandboxGone.
+func isContainerGone(stderr string) bool {
+	s := strings.ToLower(stderr)
+	return strings.Contains(s, "no such container") || strings.Contains(s, "is already in progress")
+}
+
+// isContainerStopped reports whether a runtime CLI's stderr is exec
+// refusing a container that exists but no longer runs: Docker 20.10's
+// "Container ID is not running", Podman 4.3's "can only create exec
+// sessions on running containers: container state improper", and the
+// OCI runtime's "cannot exec in a stopped state|container" when it stops
+// while the exec starts. Not a sign of removal: `docker rm --force` says
+// "is not running" too when the container stops under it, and it is then
+// still there.
+func isContainerStopped(stderr string) bool {
+	s := strings.ToLower(stderr)
+	for _, m := range []string{"is not running", "container state improper", "cannot exec in a stopped"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseNetworkInspect reads the first IPv4 subnet and gateway from

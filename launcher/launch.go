@@ -383,7 +383,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 // the agent gets StopGrace to exit on the signal SignalExecutor relayed,
 // then its container is removed.
 func (l *launch) runAgent(ctx context.Context, req RunRequest) (int, error) {
-	l.onExit("removing container "+req.Name, func(ctx context.Context) error { return l.removeContainer(ctx, req.Name) })
+	l.onExit("removing container "+req.Name, func(ctx context.Context) error { return l.rt.ContainerRemove(ctx, req.Name) })
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
 	finished := make(chan struct{})
@@ -467,16 +467,6 @@ func (l *launch) startRelays(gateway string) (proxyRelay, apiRelay *Relay, err e
 	}
 	l.onExit("closing the API relay", func(context.Context) error { return apiRelay.Close() })
 	return proxyRelay, apiRelay, nil
-}
-
-// removeContainer force-removes the container; one that --rm is already
-// removing is not an error.
-func (l *launch) removeContainer(ctx context.Context, name string) error {
-	err := l.rt.ContainerRemove(ctx, name)
-	if err != nil && strings.Contains(err.Error(), "already in progress") {
-		return nil
-	}
-	return err
 }
 
 // removeNetwork removes the network, retrying while the runtime still

@@ -224,7 +224,8 @@ type Runtime interface {
 	Run(ctx context.Context, req RunRequest) (int, error)
 	NetworkCreate(ctx context.Context, req NetworkRequest) (Network, error)
 	NetworkRemove(ctx context.Context, name string) error
-	// ContainerRemove force-removes a container; a missing one is not an error.
+	// ContainerRemove force-removes a container; a missing one, or one
+	// already being removed, is not an error.
 	ContainerRemove(ctx context.Context, name string) error
 	// Exec runs a command in a running container and returns its exit
 	// status, as Run does.

@@ -372,6 +372,65 @@ func TestContainerRemoveIgnoresMissing(t *testing.T) {
 	}
 }
 
+// containerMessages are what the runtimes print about a container that is
+// gone or stopped. Observed with Docker 20.10.24 and Podman 4.3.1 (rm,
+// exec and stop of a missing container, exec in a stopped one, an rm
+// racing another), except the OCI runtime's exec race, taken from the
+// containerd and runc binaries.
+var containerMessages = []struct {
+	name, stderr  string
+	gone, stopped bool
+}{
+	{"docker missing", "Error response from daemon: No such container: nosuch", true, false},
+	{"docker kill missing", "Error response from daemon: Cannot kill container: nosuch: No such container: nosuch", true, false},
+	{"docker removal in progress", "Error response from daemon: removal of container aplx-rm is already in progress", true, false},
+	{"podman missing", `Error: no container with name or ID "nosuch" found: no such container`, true, false},
+	{"docker exec stopped", "Error response from daemon: Container c7d54f921204756f83c28d19f4e538c038036f302cad667b7d7960b131bdf4cf is not running", false, true},
+	{"podman exec stopped", "Error: can only create exec sessions on running containers: container state improper", false, true},
+	{"containerd exec race", "Error response from daemon: cannot exec in a stopped state: unknown", false, true},
+	{"runc exec race", "OCI runtime exec failed: exec failed: cannot exec in a stopped container: unknown", false, true},
+	{"docker rm racing the exit", "Error response from daemon: Could not kill running container c7d5, cannot remove - Container c7d5 is not running", false, true},
+	{"permission", "permission denied while trying to connect to the Docker daemon socket", false, false},
+	{"image", "Error: No such image: nosuch", false, false},
+	{"empty", "", false, false},
+}
+
+// TestContainerGoneMessages pins the runtimes' wording for a container
+// that is gone (removal succeeded, sandbox calls answer SANDBOX_GONE) or
+// stopped (only the latter).
+func TestContainerGoneMessages(t *testing.T) {
+	for _, tc := range containerMessages {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := isContainerGone(tc.stderr); got != tc.gone {
+				t.Errorf("isContainerGone(%q) = %v, want %v", tc.stderr, got, tc.gone)
+			}
+			if got := isContainerStopped(tc.stderr); got != tc.stopped {
+				t.Errorf("isContainerStopped(%q) = %v, want %v", tc.stderr, got, tc.stopped)
+			}
+		})
+	}
+}
+
+// TestContainerRemoveGone: ContainerRemove succeeds exactly when the
+// runtime says the container is gone, with either runtime's wording, and
+// not when it is merely stopped (then it is still there).
+func TestContainerRemoveGone(t *testing.T) {
+	for _, tc := range containerMessages {
+		if tc.stderr == "" {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			for _, kind := range []RuntimeKind{RuntimeDocker, RuntimePodman} {
+				f := &fakeExec{respond: func(Command) (string, string, error) { return "", tc.stderr, &ExitError{Code: 1} }}
+				err := newFakeRuntime(t, kind, f).ContainerRemove(context.Background(), "c1")
+				if (err == nil) != tc.gone {
+					t.Errorf("%s: ContainerRemove with stderr %q = %v, want success %v", kind, tc.stderr, err, tc.gone)
+				}
+			}
+		})
+	}
+}
+
 func TestExecCommandExitCode(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {

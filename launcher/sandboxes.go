@@ -62,16 +62,24 @@ type SandboxManagerConfig struct {
 // SandboxManager owns the daemon's long-lived sandboxes: each has
 // launch's composition (session, shims, CA, environment, image, egress
 // guard, hardening) with a keep-alive process instead of the agent, and
-// lives until RemoveSandbox, its TTL, or Close. It implements
-// api.SandboxManager.
+// lives until RemoveSandbox, its TTL, a call that finds its container
+// gone, or Close. It implements api.SandboxManager.
 type SandboxManager struct {
 	cfg SandboxManagerConfig
 	log *zap.Logger
 
-	mu     sync.Mutex
-	boxes  map[string]*sandbox
-	closed bool
+	mu sync.Mutex
+	// boxes are the sandboxes not yet removed, by ID.
+	boxes map[string]*sandbox
+	// removed are the last maxRemovedSandboxes removed ones, oldest
+	// first: their tokens keep getting 410, not 401 (see Sandbox).
+	removed []*sandbox
+	closed  bool
 }
+
+// maxRemovedSandboxes bounds SandboxManager.removed; a removed sandbox
+// keeps only its ID, token digest and info (teardown drops the rest).
+const maxRemovedSandboxes = 256
 
 var _ api.SandboxManager = (*SandboxManager)(nil)
 
@@ -96,6 +104,8 @@ type sandbox struct {
 
 	mu   sync.Mutex
 	gone bool
+	// removed closes when teardown has finished.
+	removed chan struct{}
 	// calls are the in-flight calls' cancel functions, ended on teardown.
 	calls map[int]context.CancelFunc
 	next  int
@@ -163,7 +173,7 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	sb := &sandbox{m: m, rt: rt, calls: map[int]context.CancelFunc{}}
+	sb := m.newSandbox(rt)
 	sb.token = sha256.Sum256([]byte(token))
 	l := &launch{cfg: cfg, rt: rt, log: log, ttl: req.TTL}
 	l.detach = func(ctx context.Context, run RunRequest, sess *api.CreatedSession, user AgentUser) error {
@@ -174,7 +184,7 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 		run.Detach, run.Interactive, run.TTY = true, false, false
 		run.Stdin, run.Stdout, run.Stderr = nil, io.Discard, &logWriter{log: log}
 		run.Labels = map[string]string{LabelManaged: "true", LabelSession: sess.ID, LabelSandbox: id}
-		l.onExit("removing container "+run.Name, func(ctx context.Context) error { return l.removeContainer(ctx, run.Name) })
+		l.onExit("removing container "+run.Name, func(ctx context.Context) error { return rt.ContainerRemove(ctx, run.Name) })
 		code, err := rt.Run(ctx, run)
 		if err == nil && code != 0 {
 			err = fmt.Errorf("%s run exited %d (see the daemon log)", rt.Kind(), code)
@@ -242,41 +252,73 @@ func (m *SandboxManager) ListSandboxes() []api.SandboxInfo {
 	return out
 }
 
-// Sandbox returns the sandbox id, also one already removed (whose calls
-// then answer api.ErrSandboxGone).
+// Sandbox returns the sandbox id, also one of the last
+// maxRemovedSandboxes removed (whose calls then answer api.ErrSandboxGone).
 func (m *SandboxManager) Sandbox(id string) (api.Sandbox, bool) {
+	if sb := m.find(id); sb != nil {
+		return sb, true
+	}
+	return nil, false
+}
+
+// find returns the sandbox id, also a recently removed one; nil if none.
+func (m *SandboxManager) find(id string) *sandbox {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	sb, ok := m.boxes[id]
-	if !ok {
-		return nil, false
+	if sb, ok := m.boxes[id]; ok {
+		return sb
 	}
-	return sb, true
+	for _, sb := range m.removed {
+		if sb.info.ID == id {
+			return sb
+		}
+	}
+	return nil
 }
 
 // RemoveSandbox tears sandbox id down: in-flight calls end (SANDBOX_GONE),
 // then the container, the guard's holder, the network, the relays and the
-// files are removed and the session is ended.
+// files are removed and the session is ended. Removing a recently removed
+// sandbox again waits for that removal to finish.
 func (m *SandboxManager) RemoveSandbox(ctx context.Context, id string) error {
-	m.mu.Lock()
-	sb, ok := m.boxes[id]
-	m.mu.Unlock()
-	if !ok {
+	sb := m.find(id)
+	if sb == nil {
 		return api.ErrSandboxNotFound
 	}
 	sb.teardown(ctx)
 	return nil
 }
 
+// newSandbox returns an empty sandbox on rt; CreateSandbox fills it in.
+func (m *SandboxManager) newSandbox(rt Runtime) *sandbox {
+	return &sandbox{m: m, rt: rt, calls: map[int]context.CancelFunc{}, removed: make(chan struct{})}
+}
+
+// forget moves sb from boxes to the removed ones, dropping the oldest
+// beyond maxRemovedSandboxes; a sandbox never added is left out.
+func (m *SandboxManager) forget(sb *sandbox) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.boxes[sb.info.ID] != sb {
+		return
+	}
+	delete(m.boxes, sb.info.ID)
+	m.removed = append(m.removed, sb)
+	if n := len(m.removed) - maxRemovedSandboxes; n > 0 {
+		m.removed = slices.Delete(m.removed, 0, n)
+	}
+}
+
 // Close removes every sandbox and refuses new ones; the daemon calls it
-// on shutdown.
+// on shutdown. Removals under way (a TTL, a dead container) finish first.
 func (m *SandboxManager) Close(ctx context.Context) {
 	m.mu.Lock()
 	m.closed = true
-	boxes := make([]*sandbox, 0, len(m.boxes))
+	boxes := make([]*sandbox, 0, len(m.boxes)+len(m.removed))
 	for _, sb := range m.boxes {
 		boxes = append(boxes, sb)
 	}
+	boxes = append(boxes, m.removed...)
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, sb := range boxes {
@@ -286,12 +328,17 @@ func (m *SandboxManager) Close(ctx context.Context) {
 	wg.Wait()
 }
 
-// teardown marks the sandbox gone, ends its calls and removes what its
-// composition created; a second call does nothing.
+// teardown marks the sandbox gone, moves it to the manager's removed
+// ones, ends its calls and removes what its composition created; a second
+// call waits for the first to finish (or ctx to end).
 func (sb *sandbox) teardown(ctx context.Context) {
 	sb.mu.Lock()
 	if sb.gone {
 		sb.mu.Unlock()
+		select {
+		case <-sb.removed:
+		case <-ctx.Done():
+		}
 		return
 	}
 	sb.gone = true
@@ -301,6 +348,7 @@ func (sb *sandbox) teardown(ctx context.Context) {
 	}
 	timer := sb.timer
 	sb.mu.Unlock()
+	sb.m.forget(sb)
 	if timer != nil {
 		timer.Stop()
 	}
@@ -310,6 +358,7 @@ func (sb *sandbox) teardown(ctx context.Context) {
 	sb.mu.Lock()
 	sb.l = nil
 	sb.mu.Unlock()
+	close(sb.removed)
 }
 
 // Info describes the sandbox.
@@ -346,31 +395,25 @@ func (sb *sandbox) begin(ctx context.Context) (context.Context, func(), error) {
 }
 
 // failed turns a helper run that produced no status into
-// api.ErrSandboxGone when the container is gone, else an error with what
-// the runtime said.
+// api.ErrSandboxGone when the sandbox was removed or its container is gone
+// or stopped (then the sandbox is removed, in the background), else an
+// error with what the runtime said.
 func (sb *sandbox) failed(err error, stderr string) error {
 	sb.mu.Lock()
 	gone := sb.gone
 	sb.mu.Unlock()
-	if gone || containerGone(stderr) {
+	if gone {
+		return api.ErrSandboxGone
+	}
+	if isContainerGone(stderr) || isContainerStopped(stderr) {
+		sb.m.log.Warn("the sandbox's container is gone or stopped; removing the sandbox", zap.String("sandbox_id", sb.info.ID))
+		go sb.teardown(context.Background())
 		return api.ErrSandboxGone
 	}
 	if err == nil {
 		err = errors.New("the helper printed no result")
 	}
 	return fmt.Errorf("running the sandbox helper in %s: %w: %s", sb.info.Container, err, lastLines(stderr, 3))
-}
-
-// containerGone reports whether the runtime's stderr says the container
-// does not exist or is not running.
-func containerGone(stderr string) bool {
-	s := strings.ToLower(stderr)
-	for _, m := range []string{"no such container", "is not running", "no container with name or id", "container state improper", "cannot exec in a stopped"} {
-		if strings.Contains(s, m) {
-			return true
-		}
-	}
-	return false
 }
 
 // newSandboxID returns a sandbox ID and a control token.

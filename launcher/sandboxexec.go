@@ -15,9 +15,6 @@ type helperExecRequest struct {
 	// Env is layered over the container's environment.
 	Env       map[string]string `json:"env,omitempty"`
 	TimeoutMs int64             `json:"timeoutMs,omitempty"`
-	// MaxOutput caps stdout and stderr each; zero means
-	// api.SandboxExecMaxOutput.
-	MaxOutput int `json:"maxOutput,omitempty"`
 }
 
 // layerEnv returns base (KEY=VALUE entries) with over set on top.

@@ -51,7 +51,7 @@ func RunSandboxExec(stdin io.Reader, stdout io.Writer) int {
 		return 0
 	}
 	if res != nil {
-		out, _ := json.Marshal(res)
+		out, _ := json.Marshal(helperStatus{SandboxExecResult: res})
 		_, _ = stdout.Write(append(out, '\n'))
 	}
 	if f, ok := stdout.(*os.File); ok {
@@ -81,10 +81,6 @@ func runExec(req helperExecRequest, aborted <-chan struct{}) (res *api.SandboxEx
 	cmd.Dir = req.Cwd
 	cmd.Env = layerEnv(os.Environ(), req.Env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	limit := req.MaxOutput
-	if limit <= 0 {
-		limit = api.SandboxExecMaxOutput
-	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, err
@@ -95,7 +91,7 @@ func runExec(req helperExecRequest, aborted <-chan struct{}) (res *api.SandboxEx
 		outW.Close()
 		return nil, nil, err
 	}
-	stdout, stderr := &cappedBuffer{max: limit}, &cappedBuffer{max: limit}
+	stdout, stderr := &cappedBuffer{max: api.SandboxExecMaxOutput}, &cappedBuffer{max: api.SandboxExecMaxOutput}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	start := time.Now()
 	err = cmd.Start()
@@ -288,20 +284,20 @@ func descendants() []int {
 }
 
 // SandboxHold is `internal sandbox hold`, a long-lived sandbox's main
-// process (PID 1): it reaps orphans until ctx ends (SIGTERM).
+// process (PID 1): it reaps orphans until ctx ends (SIGTERM). Every exit
+// of a child sends SIGCHLD after the child became a zombie; one dropped
+// because chld is full is covered by the pending one, and each wake-up
+// reaps all zombies, so no exit goes unreaped.
 func SandboxHold(ctx context.Context) {
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
 	defer signal.Stop(chld)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	for {
 		reapChildren()
 		select {
 		case <-ctx.Done():
 			return
 		case <-chld:
-		case <-tick.C:
 		}
 	}
 }

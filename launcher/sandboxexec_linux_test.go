@@ -1,14 +1,20 @@
 package launcher
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/aileron-dev/aileron-proxy/api"
 )
@@ -19,7 +25,44 @@ func TestMain(m *testing.M) {
 	if os.Getenv("AILERON_TEST_EXEC_HELPER") == "1" {
 		os.Exit(RunSandboxExec(os.Stdin, os.Stdout))
 	}
+	if os.Getenv("AILERON_TEST_HOLD") == "1" {
+		os.Exit(holdReapsOrphan())
+	}
 	os.Exit(m.Run())
+}
+
+// holdReapsOrphan is TestSandboxHoldReapsOrphans's child process: a
+// subreaper (as PID 1 is) that gets an orphan and runs SandboxHold; it
+// exits 0 once the orphan, exited, has been reaped.
+func holdReapsOrphan() int {
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	out, err := exec.Command("sh", "-c", "sleep 0.5 >/dev/null 2>&1 & echo $!").Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the orphan:", err)
+		return 2
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	held := make(chan struct{})
+	go func() { SandboxHold(ctx); close(held) }()
+	defer func() { cancel(); <-held }()
+	proc := "/proc/" + strings.TrimSpace(string(out))
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(proc); errors.Is(err, fs.ErrNotExist) {
+			return 0
+		}
+	}
+	fmt.Fprintln(os.Stderr, "the orphan was not reaped within 5s:", proc)
+	return 1
+}
+
+// TestSandboxHoldReapsOrphans: SandboxHold reaps an orphan that exits
+// while it waits, on SIGCHLD alone.
+func TestSandboxHoldReapsOrphans(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "AILERON_TEST_HOLD=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("SandboxHold with an orphan: %v: %s", err, out)
+	}
 }
 
 // execHelper runs RunSandboxExec in a child process (it makes itself a
@@ -127,10 +170,11 @@ func TestSandboxExecHelper(t *testing.T) {
 		}
 	})
 	t.Run("output cap", func(t *testing.T) {
-		in, res := execHelper(t, helperExecRequest{Command: "head -c 3000 /dev/zero", MaxOutput: 1000})
+		cmd := fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", api.SandboxExecMaxOutput+1000)
+		in, res := execHelper(t, helperExecRequest{Command: cmd})
 		defer in.Close()
-		if r := waitResult(t, res, 5*time.Second); len(r.Stdout) != 1000 || !r.Truncated {
-			t.Errorf("capped output: %d bytes, truncated %v", len(r.Stdout), r.Truncated)
+		if r := waitResult(t, res, 30*time.Second); len(r.Stdout) != api.SandboxExecMaxOutput || !r.Truncated {
+			t.Errorf("capped output: %d bytes, truncated %v; want %d, true", len(r.Stdout), r.Truncated, api.SandboxExecMaxOutput)
 		}
 	})
 }

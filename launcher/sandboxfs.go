@@ -43,10 +43,11 @@ const (
 
 // helperStatus is the first line the helper prints.
 type helperStatus struct {
-	Error   *api.SandboxFSError `json:"error,omitempty"`
-	Stat    *api.SandboxStat    `json:"stat,omitempty"`
-	Names   []string            `json:"names,omitempty"`
-	Written int64               `json:"written,omitempty"`
+	Error *api.SandboxFSError `json:"error,omitempty"`
+	Stat  *api.SandboxStat    `json:"stat,omitempty"`
+	Names []string            `json:"names,omitempty"`
+	// SandboxExecResult is exec's result, its fields inline; nil for fs.
+	*api.SandboxExecResult
 }
 
 // RunSandboxFS is `internal sandbox fs`: one file operation with Node fs
@@ -127,7 +128,7 @@ func sandboxFS(req helperFSRequest, body io.Reader) (st helperStatus, payload *o
 		if err != nil {
 			return fail(err)
 		}
-		return helperStatus{Written: n}, nil
+		return st, nil
 	case fsOpStat:
 		li, err := os.Lstat(p)
 		if err != nil {

@@ -19,7 +19,9 @@ import (
 
 // helperCall is one running helper.
 type helperCall struct {
-	sb     *sandbox
+	sb *sandbox
+	// ctx is the caller's: once it ends, a missing status is its error.
+	ctx    context.Context
 	stdinW *os.File
 	out    *bufio.Reader
 	outR   *io.PipeReader
@@ -53,7 +55,7 @@ func (sb *sandbox) startHelper(ctx context.Context, verb string, req any) (*help
 		return nil, fmt.Errorf("starting the sandbox helper: %w", err)
 	}
 	outR, outW := io.Pipe()
-	c := &helperCall{sb: sb, stdinW: inW, out: bufio.NewReaderSize(outR, 64<<10), outR: outR, stderr: &cappedBuffer{max: 64 << 10}, done: make(chan struct{}), end: end}
+	c := &helperCall{sb: sb, ctx: ctx, stdinW: inW, out: bufio.NewReaderSize(outR, 64<<10), outR: outR, stderr: &cappedBuffer{max: 64 << 10}, done: make(chan struct{}), end: end}
 	info := sb.Info()
 	// The runtime CLI outlives cctx by a bounded time: closing stdin (on
 	// cctx's end) lets the helper stop what it started first.
@@ -93,11 +95,16 @@ func (sb *sandbox) startHelper(ctx context.Context, verb string, req any) (*help
 }
 
 // status reads the helper's status line; a file error becomes
-// *api.SandboxFSError.
+// *api.SandboxFSError. Without a status line the error is the caller's
+// context's, once it ended (the helper was told to stop), else what
+// sandbox.failed makes of the helper's end.
 func (c *helperCall) status() (*helperStatus, error) {
 	line, err := c.out.ReadBytes('\n')
 	if err != nil {
 		c.finish()
+		if err := c.ctx.Err(); err != nil {
+			return nil, err
+		}
 		return nil, c.sb.failed(c.wait(), c.stderr.String())
 	}
 	var st helperStatus
@@ -135,25 +142,15 @@ func (sb *sandbox) Exec(ctx context.Context, req api.SandboxExecRequest) (*api.S
 	if err != nil {
 		return nil, err
 	}
-	line, rerr := c.out.ReadBytes('\n')
+	st, err := c.status()
+	if err != nil {
+		return nil, err
+	}
 	c.finish()
-	if rerr != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, sb.failed(c.wait(), c.stderr.String())
+	if st.SandboxExecResult == nil {
+		return nil, sb.failed(nil, c.stderr.String())
 	}
-	var st struct {
-		helperStatus
-		api.SandboxExecResult
-	}
-	if err := json.Unmarshal(line, &st); err != nil {
-		return nil, sb.failed(fmt.Errorf("unreadable helper result: %w", err), c.stderr.String())
-	}
-	if st.Error != nil {
-		return nil, st.Error
-	}
-	return &st.SandboxExecResult, nil
+	return st.SandboxExecResult, nil
 }
 
 // ReadFile streams the file at path.
