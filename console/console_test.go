@@ -297,16 +297,8 @@ func TestEndSessionAndEvents(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	form := url.Values{CSRFField: {csrf}}
-	req, _ = http.NewRequest(http.MethodPost, h.srv.URL+"/ui/sessions/"+s.ID+"/end", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", h.srv.URL)
-	resp, err = c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body(t, resp); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("ending the session = %d, want 303", resp.StatusCode)
+	if code, _ := h.postForm(t, c, "/ui/sessions/"+s.ID+"/end", url.Values{CSRFField: {csrf}}); code != http.StatusSeeOther {
+		t.Fatalf("ending the session = %d, want 303", code)
 	}
 	if _, ok := h.reg.Get(s.ID); ok {
 		t.Errorf("the session is still live")
@@ -369,11 +361,11 @@ func TestEventsBaselineIsThePage(t *testing.T) {
 	}
 }
 
-// decide POSTs a decision form as the signed-in page would.
-func (h *harness) decide(t *testing.T, c *http.Client, csrf, id string, form url.Values) (int, string) {
+// postForm POSTs form to path from the console's own origin, as its pages
+// do, and returns the status and body.
+func (h *harness) postForm(t *testing.T, c *http.Client, path string, form url.Values) (int, string) {
 	t.Helper()
-	form.Set(CSRFField, csrf)
-	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/ui/approvals/"+id, strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", h.srv.URL)
 	resp, err := c.Do(req)
@@ -381,6 +373,13 @@ func (h *harness) decide(t *testing.T, c *http.Client, csrf, id string, form url
 		t.Fatal(err)
 	}
 	return resp.StatusCode, body(t, resp)
+}
+
+// decide POSTs a decision form as the signed-in page would.
+func (h *harness) decide(t *testing.T, c *http.Client, csrf, id string, form url.Values) (int, string) {
+	t.Helper()
+	form.Set(CSRFField, csrf)
+	return h.postForm(t, c, "/ui/approvals/"+id, form)
 }
 
 func TestApproveForThisSession(t *testing.T) {
@@ -488,15 +487,8 @@ func TestSandboxesOnSessionsPage(t *testing.T) {
 		t.Fatalf("the sessions page does not show the session's sandbox:\n%s", b)
 	}
 	post := func(form url.Values) int {
-		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/ui/sandboxes/sbx_0123456789abcdef/remove", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", h.srv.URL)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body(t, resp)
-		return resp.StatusCode
+		code, _ := h.postForm(t, c, "/ui/sandboxes/sbx_0123456789abcdef/remove", form)
+		return code
 	}
 	if code := post(url.Values{}); code != http.StatusForbidden || len(fake.removed) != 0 {
 		t.Errorf("remove without CSRF = %d, removed %q; want 403 and nothing removed", code, fake.removed)
@@ -526,16 +518,8 @@ func TestRemoveSandboxErrors(t *testing.T) {
 		{"sbx_nope", http.StatusNotFound},
 		{"sbx_stuck", http.StatusConflict},
 	} {
-		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/ui/sandboxes/"+tc.id+"/remove", strings.NewReader(url.Values{CSRFField: {csrf}}.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", h.srv.URL)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body(t, resp)
-		if resp.StatusCode != tc.want {
-			t.Errorf("remove %s = %d, want %d", tc.id, resp.StatusCode, tc.want)
+		if code, _ := h.postForm(t, c, "/ui/sandboxes/"+tc.id+"/remove", url.Values{CSRFField: {csrf}}); code != tc.want {
+			t.Errorf("remove %s = %d, want %d", tc.id, code, tc.want)
 		}
 	}
 	if fake.lists != lists {
