@@ -29,9 +29,14 @@ type CheckOptions struct {
 	Agent string
 	// Shims says connector shims will be mounted, which need wget.
 	Shims bool
-	// Workspace is the host directory mounted at WorkspacePath; empty means
-	// a fresh temporary directory writable by any user, removed afterwards.
+	// Workspace is the host directory mounted at WorkspaceTarget; empty
+	// means a fresh temporary directory writable by any user, removed
+	// afterwards.
 	Workspace string
+	// WorkspaceTarget is where the workspace is mounted and the checks'
+	// working directory (the plan's Workspace.Target); empty means
+	// WorkspacePath.
+	WorkspaceTarget string
 	// User runs the checks (--user); empty means the image's USER.
 	User string
 	// BaseImage is named in fixes; empty means BaseImage("").
@@ -107,7 +112,7 @@ fi
 `
 
 // Check validates the runtime contract of an image in a throwaway container
-// with no network: /bin/sh runs, WorkspacePath is writable when mounted,
+// with no network: /bin/sh runs, the workspace target is writable,
 // the agent command is on PATH, and wget exists when shims are mounted.
 // err is for failures to run the check at all; failed validations are in
 // the report (see CheckReport.Err).
@@ -123,6 +128,7 @@ func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, err
 	if base == "" {
 		base = BaseImage("")
 	}
+	target := opts.workspaceTarget()
 	ws := opts.Workspace
 	if ws == "" {
 		dir, err := os.MkdirTemp("", "aileron-check-workspace-*")
@@ -144,11 +150,11 @@ func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, err
 	code, err := rt.Run(ctx, RunRequest{
 		Image:      opts.Image,
 		Entrypoint: "/bin/sh",
-		Cmd:        []string{"-c", checkScript, "aileron-check", opts.Agent, wantWget, WorkspacePath},
+		Cmd:        []string{"-c", checkScript, "aileron-check", opts.Agent, wantWget, target},
 		Network:    "none",
 		User:       opts.User,
-		Workdir:    WorkspacePath,
-		Mounts:     []Mount{{Source: ws, Target: WorkspacePath}},
+		Workdir:    target,
+		Mounts:     []Mount{{Source: ws, Target: target}},
 		Labels:     map[string]string{LabelManaged: "true"},
 		Stdout:     &stdout,
 		Stderr:     &stderr,
@@ -167,7 +173,16 @@ func isAgentCommand(s string) bool {
 }
 
 // interpretCheck turns the script's marker lines into results.
+// workspaceTarget is WorkspaceTarget or its default.
+func (o CheckOptions) workspaceTarget() string {
+	if o.WorkspaceTarget == "" {
+		return WorkspacePath
+	}
+	return o.WorkspaceTarget
+}
+
 func interpretCheck(stdout, stderr string, code int, opts CheckOptions, base string) []CheckResult {
+	target := opts.workspaceTarget()
 	marks := map[string]string{}
 	for _, line := range strings.Split(stdout, "\n") {
 		rest, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), "aileron-check:")
@@ -191,9 +206,9 @@ func interpretCheck(stdout, stderr string, code int, opts CheckOptions, base str
 	path := marks["path"]
 	res := []CheckResult{{Name: CheckShell, OK: true, Detail: "/bin/sh runs"}}
 
-	ws := CheckResult{Name: CheckWorkspace, OK: marks[CheckWorkspace] == "ok", Detail: WorkspacePath + " is writable"}
+	ws := CheckResult{Name: CheckWorkspace, OK: marks[CheckWorkspace] == "ok", Detail: target + " is writable"}
 	if !ws.OK {
-		ws.Detail = fmt.Sprintf("%s is not writable by the image's user (uid %s)", WorkspacePath, uid)
+		ws.Detail = fmt.Sprintf("%s is not writable by the image's user (uid %s)", target, uid)
 		ws.Fix = "run the image as a user that can write the mounted workspace (USER agent in the Dockerfile, uid 1000 as in " + base + ") and make sure the host directory grants that uid write access"
 	}
 	res = append(res, ws)

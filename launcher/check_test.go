@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -194,5 +195,20 @@ func TestCheckRunsAThrowawayContainer(t *testing.T) {
 		if _, err := Check(context.Background(), rt, CheckOptions{Image: "i", Agent: bad}); err == nil {
 			t.Errorf("Check(agent %q) succeeded", bad)
 		}
+	}
+
+	// A devcontainer workspaceMount moves the workspace: the check writes
+	// where the agent will.
+	const target = "/workspaces/project"
+	if _, err := Check(context.Background(), rt, CheckOptions{Image: "img:1", Agent: "sh", WorkspaceTarget: target}); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	req = rt.runs[len(rt.runs)-1]
+	if req.Workdir != target || len(req.Mounts) != 1 || req.Mounts[0].Target != target || req.Cmd[len(req.Cmd)-1] != target {
+		t.Errorf("with WorkspaceTarget %s: run request = %+v, want the workspace mounted, checked and entered there", target, req)
+	}
+	results := interpretCheck("aileron-check:shell:ok\naileron-check:uid:1000\naileron-check:workspace:fail\n", "", 1, CheckOptions{Image: "i", Agent: "sh", WorkspaceTarget: target}, BaseImage(""))
+	if i := slices.IndexFunc(results, func(r CheckResult) bool { return r.Name == CheckWorkspace }); i < 0 || !strings.Contains(results[i].Detail, target+" is not writable") {
+		t.Errorf("results = %+v, want a workspace result naming %s", results, target)
 	}
 }
