@@ -82,7 +82,7 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 		x.ev.BytesIn = body.n.Load()
 	}
 	if err != nil && (errors.Is(err, errClientClosed) || r.Context().Err() != nil) {
-		s.clientClosed(x)
+		s.clientClosed(w, x)
 		return
 	}
 	if err != nil {
@@ -229,10 +229,15 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, x *exchange, status int, 
 	s.metrics.decision(true, x.ev.Reason)
 }
 
-// clientClosed records an exchange whose client left before the upstream
-// answered (an HTTP/2 stream reset, or an HTTP/1.1 connection closed): 499,
-// as nginx logs it; nothing is written, nobody would read it.
-func (s *Server) clientClosed(x *exchange) {
+// clientClosed ends an exchange whose client left before the upstream
+// answered (an HTTP/2 stream reset, or an HTTP/1.1 connection that reached
+// its end): 499 client_closed, as nginx logs it and the control API
+// answers. A client that only shut down its sending side still reads the
+// answer, so it gets one rather than an empty 200.
+func (s *Server) clientClosed(w http.ResponseWriter, x *exchange) {
+	writeError(w, statusClientClosed, contract.DecisionError, x.ev.AuditID, errorDetail{Code: contract.CodeClientClosed,
+		Message: fmt.Sprintf("the client closed its connection before %s answered; the request to it was abandoned", x.t.target),
+		Method:  x.r.Method, Host: x.t.target, Path: x.path})
 	x.ev.Status = statusClientClosed
 	x.ev.Reason = contract.CodeClientClosed.String()
 	x.ev.Decision = contract.DecisionError
@@ -240,7 +245,7 @@ func (s *Server) clientClosed(x *exchange) {
 	s.metrics.decision(true, x.ev.Reason)
 }
 
-// statusClientClosed is the status recorded for clientClosed.
+// statusClientClosed is the status of clientClosed.
 const statusClientClosed = 499
 
 // classifyUpstreamError maps a dial or round-trip failure to a status, a

@@ -366,3 +366,30 @@ func TestHTTP2StreamResetIsAuditedAsClientClosed(t *testing.T) {
 		return ev.Path == "/events" && ev.Reason == string(contract.CodeClientClosed) && ev.Status == 499
 	})
 }
+
+// TestHalfClosedClientGetsClientClosed: a client that shuts down only its
+// sending side while the upstream works is taken for gone (as by
+// http.Server), and it reads a 499 client_closed rather than an empty 200.
+func TestHalfClosedClientGetsClientClosed(t *testing.T) {
+	e, u := newRawUpstreamEnv(t)
+	tc, br := e.rawTunnel(t, apiHost+":443")
+	io.WriteString(tc, "GET /user?hold HTTP/1.1\r\nHost: "+apiHost+"\r\n\r\n")
+	time.Sleep(300 * time.Millisecond)
+	if err := tc.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	_ = tc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("reading the answer after a half close: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 499 || errorOf(t, body).Code != contract.CodeClientClosed {
+		t.Fatalf("answer = %d %s, want 499 client_closed", resp.StatusCode, body)
+	}
+	select {
+	case <-u.abandoned:
+	case <-time.After(4 * time.Second):
+		t.Fatal("the upstream still held the request after the client's half close")
+	}
+}
