@@ -28,11 +28,16 @@ import (
 type countingBody struct {
 	rc io.ReadCloser
 	n  atomic.Int64
+	// eof is set once a read returned io.EOF: the body was read whole.
+	eof atomic.Bool
 }
 
 func (c *countingBody) Read(p []byte) (int, error) {
 	n, err := c.rc.Read(p)
 	c.n.Add(int64(n))
+	if err == io.EOF {
+		c.eof.Store(true)
+	}
 	return n, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,13 +300,16 @@ func TestApprovalWithdrawnWhenTheClientLeaves(t *testing.T) {
 // TestUpstreamWaitEndsWhenTheClientLeaves: a client that closes its
 // connection while the upstream has not answered ends the upstream request
 // (http.Server's background read did the same), for a bodiless request and
-// for one whose body was read whole, and the exchange is audited as
-// client_closed (499).
+// for ones whose body was read whole (small, large, chunked), and the
+// exchange is audited as client_closed (499).
 func TestUpstreamWaitEndsWhenTheClientLeaves(t *testing.T) {
 	e, u := newRawUpstreamEnv(t)
+	big := strings.Repeat("x", 200<<10) // written upstream by a goroutine (inlineBodyMax)
 	for _, raw := range []string{
 		"GET /user?hold HTTP/1.1\r\nHost: " + apiHost + "\r\n\r\n",
 		"POST /repos/a/b/issues?hold HTTP/1.1\r\nHost: " + apiHost + "\r\nContent-Length: 5\r\n\r\nhello",
+		"POST /repos/a/b/issues?hold HTTP/1.1\r\nHost: " + apiHost + "\r\nContent-Length: " + strconv.Itoa(len(big)) + "\r\n\r\n" + big,
+		"POST /repos/a/b/issues?hold HTTP/1.1\r\nHost: " + apiHost + "\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
 	} {
 		tc, _ := e.rawTunnel(t, apiHost+":443")
 		io.WriteString(tc, raw)
@@ -317,7 +321,7 @@ func TestUpstreamWaitEndsWhenTheClientLeaves(t *testing.T) {
 				return ev.Path == path && ev.Reason == string(contract.CodeClientClosed) && ev.Status == 499
 			})
 		case <-time.After(4 * time.Second):
-			t.Fatalf("%q: the upstream still held the request 4 s after the client left", strings.SplitN(raw, "\r\n", 2)[0])
+			t.Fatalf("%.60q: the upstream still held the request 4 s after the client left", raw)
 		}
 	}
 }

@@ -225,15 +225,9 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request, watch clientWatcher) (
 		headerBy = sent.Add(d)
 	}
 	c.lim.n = int64(s.limits.MaxHeaderBytes)
-	if wrote != nil {
-		watch = clientWatcher{} // the body is still being read from the client
-	}
-	if err := awaitAnswer(c, sent, headerBy, watch); err != nil {
-		return nil, err
-	}
 	var resp *http.Response
-	var err error
-	for {
+	err := awaitAnswer(c, sent, headerBy, watch, wrote)
+	for err == nil {
 		resp, err = http.ReadResponse(c.br, out)
 		if err != nil {
 			break
@@ -294,18 +288,20 @@ type clientWatcher struct {
 
 // start starts the watch; see watchClient.
 func (cw clientWatcher) start() (context.Context, func()) {
-	read := cw.body == nil || cw.body.n.Load() == cw.r.ContentLength
+	read := cw.body == nil || cw.body.eof.Load() || cw.body.n.Load() == cw.r.ContentLength
 	return clientWatch(cw.w, cw.r, read)
 }
 
 // awaitAnswer waits until the first byte of the answer to a request sent
-// at sent is here, or the header deadline headerBy (zero for none) passes. A wait longer than
-// clientWatchAfter also watches the client with watch, as http.Server's
-// background read does: a client that leaves ends the wait
-// (errClientClosed), so an upstream is not kept computing an answer
-// nobody will read. The first part of the wait is bounded by the same
-// lazy deadline as every request, so a fast answer costs no timer.
-func awaitAnswer(c *h1Conn, sent, headerBy time.Time, watch clientWatcher) error {
+// at sent is here, or the header deadline headerBy (zero for none)
+// passes. A wait longer than clientWatchAfter also watches the client with
+// watch once the request's body, if any, was read whole (wrote, when a
+// goroutine writes it, holds its result), as http.Server's background read
+// does: a client that leaves ends the wait (errClientClosed), so an
+// upstream is not kept computing an answer nobody will read. The first
+// part of the wait is bounded by the same lazy deadline as every request,
+// so a fast answer costs no timer.
+func awaitAnswer(c *h1Conn, sent, headerBy time.Time, watch clientWatcher, wrote chan error) error {
 	first := sent.Add(clientWatchAfter)
 	if watch.w == nil || c.br.Buffered() > 0 || (!headerBy.IsZero() && !headerBy.After(first)) {
 		c.deadline.set(headerBy)
@@ -320,6 +316,17 @@ func awaitAnswer(c *h1Conn, sent, headerBy time.Time, watch clientWatcher) error
 			c.deadline.set(headerBy)
 		}
 		return nil
+	}
+	if wrote != nil {
+		// A body written apart must have been read from the client whole
+		// before the client can be watched.
+		select {
+		case err := <-wrote:
+			wrote <- err // the writer has ended; its result stays for the exchange
+		default:
+			c.deadline.set(headerBy)
+			return nil
+		}
 	}
 	ctx, stop := watch.start()
 	defer stop()
