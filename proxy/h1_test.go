@@ -278,6 +278,22 @@ func TestRawConn(t *testing.T) {
 		t.Fatalf("Read when closed = %v, want net.ErrClosed", err)
 	}
 	peer.Close()
+
+	// The peer's end of the stream is io.EOF, as from net.
+	d, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	c = newRawConn(d)
+	defer c.Close()
+	if n, err := c.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("Read after the peer closed = %d, %v, want io.EOF", n, err)
+	}
 }
 
 func TestApprovalWithdrawnWhenTheClientLeaves(t *testing.T) {

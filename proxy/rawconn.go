@@ -54,15 +54,17 @@ func newRawConn(c net.Conn) net.Conn {
 }
 
 func (c *rawConn) doRead(fd uintptr) bool {
-	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
-	if errno == syscall.EAGAIN {
-		return false // wait until readable
+	for {
+		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		switch errno {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // wait until readable
+		}
+		c.rn, c.rerr = int(n), errno
+		return true
 	}
-	if errno == syscall.EINTR {
-		return c.doRead(fd)
-	}
-	c.rn, c.rerr = int(n), errno
-	return true
 }
 
 func (c *rawConn) Read(p []byte) (int, error) {
@@ -74,9 +76,9 @@ func (c *rawConn) Read(p []byte) (int, error) {
 	c.rbuf = nil
 	switch {
 	case err != nil:
-		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+		return 0, c.opError("read", err)
 	case c.rerr != 0:
-		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", c.rerr)}
+		return 0, c.opError("read", os.NewSyscallError("read", c.rerr))
 	case c.rn == 0:
 		return 0, io.EOF
 	}
@@ -111,9 +113,14 @@ func (c *rawConn) Write(p []byte) (int, error) {
 	n := c.wn
 	switch {
 	case err != nil:
-		return n, &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+		return n, c.opError("write", err)
 	case c.werr != 0:
-		return n, &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", c.werr)}
+		return n, c.opError("write", os.NewSyscallError("write", c.werr))
 	}
 	return n, nil
+}
+
+// opError wraps err as net's own TCP connection reports it.
+func (c *rawConn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
