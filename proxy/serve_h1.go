@@ -135,14 +135,18 @@ func (c *h1ServerConn) waitRequest(first bool) bool {
 			return false // Shutdown closed it while idle
 		}
 	}
-	if d := lim.ConnectTimeout; d > 0 {
-		// Stray CR/LF after a POST (skipped in serveOne) must not pass for
-		// the end of a header block.
-		if buf, _ := c.br.Peek(c.br.Buffered()); !bytes.Contains(bytes.TrimLeft(buf, "\r\n"), []byte("\r\n\r\n")) {
-			c.deadline.set(time.Now().Add(d))
-		}
+	if d := lim.ConnectTimeout; d > 0 && !headerBuffered(c.br) {
+		c.deadline.set(time.Now().Add(d))
 	}
 	return true
+}
+
+// headerBuffered reports whether br already holds a whole header block,
+// so reading it cannot wait on the connection. Stray CR/LF before it (after
+// a POST, skipped in serveOne) must not pass for its end.
+func headerBuffered(br *bufio.Reader) bool {
+	buf, _ := br.Peek(br.Buffered())
+	return bytes.Contains(bytes.TrimLeft(buf, "\r\n"), []byte("\r\n\r\n"))
 }
 
 // deadlineSlack is how much earlier than asked a read deadline may stay:

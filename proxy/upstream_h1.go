@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -288,8 +287,9 @@ type clientWatcher struct {
 
 // start starts the watch; see watchClient.
 func (cw clientWatcher) start() (context.Context, func()) {
-	read := cw.body == nil || cw.body.eof.Load() || cw.body.n.Load() == cw.r.ContentLength
-	return clientWatch(cw.w, cw.r, read)
+	// A body sent upstream is read to io.EOF, even one of known length
+	// (net/http's writer checks nothing follows it).
+	return clientWatch(cw.w, cw.r, cw.body == nil || cw.body.eof.Load())
 }
 
 // awaitAnswer waits until the first byte of the answer to a request sent
@@ -337,12 +337,6 @@ func awaitAnswer(c *h1Conn, sent, headerBy time.Time, watch clientWatcher, wrote
 		return errClientClosed // the connection's deadline is spent: it is not reused
 	}
 	return nil
-}
-
-// headerBuffered reports whether br holds a whole header block.
-func headerBuffered(br *bufio.Reader) bool {
-	buf, _ := br.Peek(br.Buffered())
-	return bytes.Contains(buf, []byte("\r\n\r\n"))
 }
 
 // writeRequest writes out and flushes it.
