@@ -284,9 +284,13 @@ func runAgentCase(t *testing.T, ac agentCase, kind string) {
 	if ac.wantRefused {
 		// Quietly: nothing about the refusals in the agent's terminal.
 		// launch's banner ends with its audit line; the agent's stderr follows.
-		_, agentErr, _ := strings.Cut(stderr, "\n  audit ")
+		_, agentErr, ok := strings.Cut(stderr, "\n  audit ")
+		if !ok {
+			t.Fatalf("launch's banner has no audit line, so the agent's stderr cannot be told from it:\n%s", redactCanary(stderr))
+		}
 		// The rest of the audit line is its path, whose random temporary
-		// directory may itself contain "403".
+		// directory may itself contain "403"; with no newline after it the
+		// agent wrote nothing to stderr.
 		_, agentErr, _ = strings.Cut(agentErr, "\n")
 		agentOut := stdout + agentErr
 		for _, noise := range []string{"403", "Forbidden", "denied", "not_allowed", "operation_not_allowed"} {

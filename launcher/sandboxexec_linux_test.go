@@ -35,7 +35,12 @@ func TestMain(m *testing.M) {
 // subreaper (as PID 1 is) that gets an orphan and runs SandboxHold; it
 // exits 0 once the orphan, exited, has been reaped.
 func holdReapsOrphan() int {
-	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	// Without the subreaper the orphan would go to the real init, which
+	// reaps it whether SandboxHold works or not.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "PR_SET_CHILD_SUBREAPER:", err)
+		return 2
+	}
 	out, err := exec.Command("sh", "-c", "sleep 0.5 >/dev/null 2>&1 & echo $!").Output()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the orphan:", err)
