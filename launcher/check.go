@@ -29,14 +29,12 @@ type CheckOptions struct {
 	Agent string
 	// Shims says connector shims will be mounted, which need wget.
 	Shims bool
-	// Workspace is the host directory mounted at WorkspaceTarget; empty
-	// means a fresh temporary directory writable by any user, removed
-	// afterwards.
-	Workspace string
-	// WorkspaceTarget is where the workspace is mounted and the checks'
-	// working directory (the plan's Workspace.Target); empty means
-	// WorkspacePath.
-	WorkspaceTarget string
+	// Workspace is the workspace mount (the plan's Workspace), checked
+	// writable and the checks' working directory: an empty Target means
+	// WorkspacePath, an empty Source a fresh temporary directory writable
+	// by any user, removed afterwards. It is mounted read-write whatever
+	// its ReadOnly: the check is whether the image's user may write there.
+	Workspace Mount
 	// User runs the checks (--user); empty means the image's USER.
 	User string
 	// BaseImage is named in fixes; empty means BaseImage("").
@@ -128,9 +126,11 @@ func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, err
 	if base == "" {
 		base = BaseImage("")
 	}
-	target := opts.workspaceTarget()
-	ws := opts.Workspace
-	if ws == "" {
+	ws := &opts.Workspace
+	if ws.Target == "" {
+		ws.Target = WorkspacePath
+	}
+	if ws.Source == "" {
 		dir, err := os.MkdirTemp("", "aileron-check-workspace-*")
 		if err != nil {
 			return rep, fmt.Errorf("checking the sandbox image: creating a workspace: %w", err)
@@ -140,7 +140,7 @@ func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, err
 		if err := os.Chmod(dir, 0o777); err != nil {
 			return rep, fmt.Errorf("checking the sandbox image: creating a workspace: %w", err)
 		}
-		ws = dir
+		ws.Source = dir
 	}
 	wantWget := "0"
 	if opts.Shims {
@@ -150,11 +150,11 @@ func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, err
 	code, err := rt.Run(ctx, RunRequest{
 		Image:      opts.Image,
 		Entrypoint: "/bin/sh",
-		Cmd:        []string{"-c", checkScript, "aileron-check", opts.Agent, wantWget, target},
+		Cmd:        []string{"-c", checkScript, "aileron-check", opts.Agent, wantWget, ws.Target},
 		Network:    "none",
 		User:       opts.User,
-		Workdir:    target,
-		Mounts:     []Mount{{Source: ws, Target: target}},
+		Workdir:    ws.Target,
+		Mounts:     []Mount{{Source: ws.Source, Target: ws.Target}},
 		Labels:     map[string]string{LabelManaged: "true"},
 		Stdout:     &stdout,
 		Stderr:     &stderr,
@@ -172,17 +172,10 @@ func isAgentCommand(s string) bool {
 	return strings.TrimSpace(s) != "" && !strings.HasPrefix(s, "-") && !strings.ContainsAny(s, "\x00\n")
 }
 
-// interpretCheck turns the script's marker lines into results.
-// workspaceTarget is WorkspaceTarget or its default.
-func (o CheckOptions) workspaceTarget() string {
-	if o.WorkspaceTarget == "" {
-		return WorkspacePath
-	}
-	return o.WorkspaceTarget
-}
-
+// interpretCheck turns the script's marker lines into results; opts is
+// Check's, with the workspace's target set.
 func interpretCheck(stdout, stderr string, code int, opts CheckOptions, base string) []CheckResult {
-	target := opts.workspaceTarget()
+	target := opts.Workspace.Target
 	marks := map[string]string{}
 	for _, line := range strings.Split(stdout, "\n") {
 		rest, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), "aileron-check:")

@@ -103,7 +103,7 @@ func TestSandboxRealRuntimes(t *testing.T) {
 			if os.Getuid() == 0 {
 				// A root-owned 0700 project cannot be written by the image's
 				// uid 1000 under a rootful runtime: the check says so.
-				rep, err = Check(ctx, rt, CheckOptions{Image: p0.Image, Agent: "curl", Workspace: t.TempDir()})
+				rep, err = Check(ctx, rt, CheckOptions{Image: p0.Image, Agent: "curl", Workspace: Mount{Source: t.TempDir()}})
 				if err != nil || rep.OK() || !strings.Contains(fmt.Sprint(rep.Err()), "is not writable by the image's user (uid 1000)") {
 					t.Errorf("Check(root-owned workspace) = %+v, %v; want the workspace check to fail for uid 1000", rep, err)
 				}

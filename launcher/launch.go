@@ -298,7 +298,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	}
 	rep, err := Check(ctx, l.rt, CheckOptions{
 		Image: user.Image, User: user.User, Agent: agent, Shims: len(rendered.Shims) > 0,
-		Workspace: plan.Workspace.Source, WorkspaceTarget: plan.Workspace.Target, BaseImage: plan.BaseImage,
+		Workspace: plan.Workspace, BaseImage: plan.BaseImage,
 	})
 	if err != nil {
 		return 0, err

@@ -240,7 +240,7 @@ Exit status: 0 when every check passes, 1 when one fails or the image cannot be 
 		if known == nil {
 			command = recipe.Command
 		}
-		rep, err := launcher.Check(cmd.Context(), rt, launcher.CheckOptions{Image: plan.RunImage(), Agent: command, Shims: shims, WorkspaceTarget: plan.Workspace.Target, BaseImage: plan.BaseImage})
+		rep, err := launcher.Check(cmd.Context(), rt, launcher.CheckOptions{Image: plan.RunImage(), Agent: command, Shims: shims, Workspace: launcher.Mount{Target: plan.Workspace.Target}, BaseImage: plan.BaseImage})
 		if err != nil {
 			return err
 		}
