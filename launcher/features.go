@@ -87,8 +87,9 @@ type Feature struct {
 	Env map[string]string `json:"options,omitempty"`
 	// installEnv is Env with devcontainer variables (${localEnv:VAR},
 	// ${localWorkspaceFolder}...) resolved, as the devcontainer CLI does
-	// for the whole file: what install.sh gets. It is never printed, so a
-	// host variable's value stays out of plan output.
+	// for the whole file: what install.sh gets. Plan output prints Env,
+	// but the values are in the features image (its env file's layer, and
+	// its tag's digest), as build args are: never a place for a secret.
 	installEnv map[string]string
 	// ContainerEnv is the feature's containerEnv, set in the image.
 	ContainerEnv map[string]string `json:"container_env,omitempty"`
