@@ -340,17 +340,16 @@ func (s *Server) sandboxExec(c echo.Context) error {
 	ev := s.sandboxEvent(sb, "exec", req.Cwd, start)
 	sum := sha256.Sum256([]byte(req.Command))
 	ev.Fields["command_sha256"] = hex.EncodeToString(sum[:])
-	if err != nil {
-		failed := sandboxError(err, req.Cwd)
-		s.recordSandboxCall(ev, failed)
+	if err == nil {
+		code := res.ExitCode
+		ev.ExitCode = &code
+		if res.TimedOut {
+			ev.Reason = "timed_out"
+		}
+	}
+	if failed := s.endSandboxCall(ev, err, req.Cwd); failed != nil {
 		return failed
 	}
-	code := res.ExitCode
-	ev.ExitCode = &code
-	if res.TimedOut {
-		ev.Reason = "timed_out"
-	}
-	s.recordSandboxCall(ev, nil)
 	return c.JSON(http.StatusOK, res)
 }
 
@@ -364,9 +363,7 @@ func (s *Server) sandboxReadFile(c echo.Context) error {
 	ev := s.sandboxEvent(sb, "read", p, time.Now())
 	rc, err := sb.ReadFile(c.Request().Context(), p)
 	if err != nil {
-		failed := sandboxError(err, p)
-		s.recordSandboxCall(ev, failed)
-		return failed
+		return s.endSandboxCall(ev, err, p)
 	}
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEOctetStream)
 	c.Response().WriteHeader(http.StatusOK)
@@ -377,12 +374,10 @@ func (s *Server) sandboxReadFile(c echo.Context) error {
 	if cerr := rc.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		s.recordSandboxCall(ev, sandboxError(err, p))
+	if s.endSandboxCall(ev, err, p) != nil {
 		// The status is sent; abort so the client sees a broken body.
 		panic(http.ErrAbortHandler)
 	}
-	s.recordSandboxCall(ev, nil)
 	return nil
 }
 
@@ -403,16 +398,7 @@ func (s *Server) sandboxWriteFile(c echo.Context) error {
 	counted := &countingReader{r: body}
 	err := sb.WriteFile(c.Request().Context(), p, counted)
 	ev.BytesIn = counted.n
-	var failed *Error
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		failed = bodyError(err)
-	case err != nil:
-		failed = sandboxError(err, p)
-	}
-	s.recordSandboxCall(ev, failed)
-	if failed != nil {
+	if failed := s.endSandboxCall(ev, err, p); failed != nil {
 		return failed
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -435,12 +421,9 @@ func (s *Server) sandboxFS(c echo.Context) error {
 	}
 	ev := s.sandboxEvent(sb, verb, req.Path, time.Now())
 	res, err := sb.FS(c.Request().Context(), verb, req)
-	if err != nil {
-		failed := sandboxError(err, req.Path)
-		s.recordSandboxCall(ev, failed)
+	if failed := s.endSandboxCall(ev, err, req.Path); failed != nil {
 		return failed
 	}
-	s.recordSandboxCall(ev, nil)
 	switch verb {
 	case SandboxFSStat:
 		return c.JSON(http.StatusOK, res.Stat)
@@ -462,23 +445,31 @@ func (s *Server) sandboxEvent(sb Sandbox, verb, path string, start time.Time) au
 		Fields: map[string]string{"sandbox_id": i.ID}}
 }
 
-// recordSandboxCall completes ev with its duration and, when the call
-// failed, the code of the error it answers, and records it.
-func (s *Server) recordSandboxCall(ev audit.Event, failed *Error) {
+// endSandboxCall completes ev with its duration and outcome, records it,
+// and returns the API error a failed call (err, on path) answers with; nil
+// when it succeeded.
+func (s *Server) endSandboxCall(ev audit.Event, err error, path string) *Error {
 	ev.DurationMS = time.Since(ev.Time).Milliseconds()
 	ev.Decision = "ok"
-	if failed != nil {
+	var failed *Error
+	if err != nil {
+		failed = sandboxError(err, path)
 		ev.Decision = "failed"
 		ev.Reason = string(failed.Code)
 	}
 	s.cfg.Audit.Record(ev)
+	return failed
 }
 
 // sandboxError maps a Sandbox error to the API's: file errors keep their
-// errno name and path, a gone container is 410.
+// errno name and path, a gone container is 410, a request body past its
+// limit 413.
 func sandboxError(err error, path string) *Error {
 	var fe *SandboxFSError
+	var mbe *http.MaxBytesError
 	switch {
+	case errors.As(err, &mbe):
+		return bodyError(err)
 	case errors.Is(err, ErrSandboxGone):
 		return apiErr(http.StatusGone, CodeSandboxGone,
 			"the sandbox is gone: its container died or was removed; start another with `aileron-proxy sandbox up`").with("path", path)
