@@ -207,7 +207,7 @@ func (s *Server) sandboxRoutes() []route {
 		{http.MethodGet, "/v1/sandboxes/:id", authSandbox, s.sandboxInfo, 0},
 		{http.MethodGet, "/v1/sandboxes/:id/", authSandbox, s.sandboxInfo, 0},
 		{http.MethodPost, "/v1/sandboxes/:id/exec", authSandbox, s.sandboxExec, 0},
-		{http.MethodGet, "/v1/sandboxes/:id/files", authSandbox, s.sandboxReadFile, SandboxMaxFileBytes},
+		{http.MethodGet, "/v1/sandboxes/:id/files", authSandbox, s.sandboxReadFile, 0},
 		{http.MethodPut, "/v1/sandboxes/:id/files", authSandbox, s.sandboxWriteFile, SandboxMaxFileBytes},
 		{http.MethodPost, "/v1/sandboxes/:id/fs/:verb", authSandbox, s.sandboxFS, 0},
 	}

@@ -10,6 +10,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -148,9 +149,6 @@ type Server struct {
 	hosts   map[string]bool
 
 	metricsHandler http.Handler
-	// maxBody is each route path's body cap, the largest route.maxBody of
-	// its rows; zero means Config.MaxBodyBytes.
-	maxBody map[string]int64
 	// throttle backs off failed authentication (backoff.go).
 	throttle *authThrottle
 }
@@ -279,11 +277,8 @@ func (s *Server) newEcho() *echo.Echo {
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.observe, s.recoverPanic, s.guard)
-	s.maxBody = map[string]int64{}
 	for _, r := range s.routes() {
-		// Keyed by path: echo sets c.Path() on a 405 too.
-		s.maxBody[r.path] = max(s.maxBody[r.path], r.maxBody)
-		var mw []echo.MiddlewareFunc
+		mw := []echo.MiddlewareFunc{s.limitBody(cmp.Or(r.maxBody, s.cfg.MaxBodyBytes))}
 		switch r.auth {
 		case authAdmin:
 			mw = append(mw, s.requireAdmin)
@@ -395,10 +390,9 @@ func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// guard checks the Host header (DNS-rebinding defence), refuses browser
+// guard checks the Host header (DNS-rebinding defence) and refuses browser
 // requests (Origin or Referer present) outside the web console, which
-// checks same-origin itself, and caps the body at the matched route's
-// maxBody.
+// checks same-origin itself.
 func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
@@ -410,18 +404,26 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 			return apiErr(http.StatusForbidden, CodeForbiddenOrigin,
 				"browser requests are refused: the API takes no requests carrying Origin or Referer")
 		}
-		limit := s.cfg.MaxBodyBytes
-		if n := s.maxBody[c.Path()]; n > 0 {
-			limit = n
-		}
-		if r.ContentLength > limit {
-			return apiErr(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
-				fmt.Sprintf("request body is larger than %d bytes", limit))
-		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
-		}
 		return next(c)
+	}
+}
+
+// limitBody caps a route's request body at limit bytes: a declared
+// length past it is refused at once, a longer body fails when read (413
+// through bodyError).
+func (s *Server) limitBody(limit int64) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			if r.ContentLength > limit {
+				return apiErr(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+					fmt.Sprintf("request body is larger than %d bytes", limit))
+			}
+			if r.Body != nil {
+				r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
+			}
+			return next(c)
+		}
 	}
 }
 
