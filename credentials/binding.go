@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/aileron-dev/aileron-proxy/internal/envname"
 )
 
 // Kind is the credential kind an operation asks for. The spellings match the
@@ -347,7 +349,7 @@ func isLoopbackHost(h string) bool {
 func (s Source) validate(what string) error {
 	switch s.Type {
 	case SourceEnv:
-		if !isEnvName(s.Ref) {
+		if !envname.Valid(s.Ref) {
 			return fmt.Errorf("%s: environment variable name %q is not valid; use letters, digits and _", what, s.Ref)
 		}
 	case SourceFile:
@@ -402,21 +404,6 @@ func validateFQN(fqn string) error {
 		return fmt.Errorf("connector %q is not a connector FQN; use scheme://owner/repo, as shown by `aileron-proxy connector list`", fqn)
 	}
 	return nil
-}
-
-func isEnvName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, c := range s {
-		switch {
-		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 func hasControl(s string) bool {

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/aileron-dev/aileron-proxy/internal/envname"
 )
 
 type cliRuntime struct {
@@ -180,7 +182,7 @@ func (r *cliRuntime) Exec(ctx context.Context, req ExecRequest) (int, error) {
 	}
 	var env []string
 	for _, k := range sortedKeys(req.Env) {
-		if !IsEnvName(k) {
+		if !envname.Valid(k) {
 			return 0, fmt.Errorf("running a command in a container: %q is not a variable name (use letters, digits and _)", k)
 		}
 		args = append(args, "-e", k)
@@ -292,7 +294,7 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 func writeEnvFile(env map[string]string) (string, error) {
 	var b strings.Builder
 	for _, k := range sortedKeys(env) {
-		if !IsEnvName(k) {
+		if !envname.Valid(k) {
 			return "", fmt.Errorf("setting container environment: %q is not a variable name (use letters, digits and _)", k)
 		}
 		v := env[k]
@@ -314,20 +316,6 @@ func writeEnvFile(env map[string]string) (string, error) {
 		return name, fmt.Errorf("writing the container env file: %w", err)
 	}
 	return name, nil
-}
-
-// IsEnvName reports whether s is an environment variable name: letters,
-// digits and _, not starting with a digit.
-func IsEnvName(s string) bool {
-	if s == "" || (s[0] >= '0' && s[0] <= '9') {
-		return false
-	}
-	for _, c := range s {
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 func wrapf(err error, format string, args ...any) error {

@@ -243,7 +243,7 @@ type ExecRequest struct {
 	Workdir string
 	// Env is set for the command: each name goes on argv as -e NAME and
 	// its value only in the CLI's environment (Command.Env), so values
-	// never enter argv. Names must pass IsEnvName.
+	// never enter argv. Names must pass envname.Valid.
 	Env map[string]string
 	// Stdin, when set, is connected with -i; TTY adds -t.
 	Stdin io.Reader

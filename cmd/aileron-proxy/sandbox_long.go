@@ -12,6 +12,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/daemon"
+	"github.com/aileron-dev/aileron-proxy/internal/envname"
 	"github.com/aileron-dev/aileron-proxy/launcher"
 )
 
@@ -219,7 +220,7 @@ the same access to the runtime as the daemon.`,
 			if !ok {
 				return usageError(errors.New(`an --env value has no "="; use --env NAME=VALUE`))
 			}
-			if !launcher.IsEnvName(k) {
+			if !envname.Valid(k) {
 				return usageError(fmt.Errorf("--env: %q is not an environment variable name; use letters, digits and _, not starting with a digit (--env NAME=VALUE)", k))
 			}
 			env[k] = v
