@@ -20,6 +20,12 @@ type anchor struct {
 	// and a hit with another byte there is skipped.
 	near      int
 	nearBytes [256]bool
+	// pair is set when nearBytes holds at most maxPairNear bytes, nb1 and
+	// nb2 (the same byte when one): the anchor and its neighbour are then
+	// searched together with indexPair, which skips the anchor's other
+	// occurrences, and a hit is a stop of that search.
+	pair     bool
+	nb1, nb2 byte
 }
 
 type anchorPat struct {
@@ -45,6 +51,9 @@ const (
 	stepNS        = 7.0
 	verifyNS      = 6.0
 	maxAnchorPass = 16
+	// maxPairNear is the most neighbour bytes an anchor searched as a pair
+	// can have (indexPair compares with two).
+	maxPairNear = 2
 )
 
 // wuManberCost is the Wu-Manber cost per byte when every step shifts as far
@@ -182,16 +191,21 @@ func uniformFreq(byte) float64 { return 1.0 / 256 }
 
 // anchorCost is the estimated cost per byte of one anchor pass for byte c
 // with n patterns and the given neighbour filter, where byte b appears with
-// frequency q(b).
+// frequency q(b). A pass searched as a pair (at most maxPairNear neighbour
+// bytes) stops only where the neighbour matches too.
 func anchorCost(c byte, n, near int, nearBytes *[256]bool, q func(byte) float64) float64 {
-	pass := 1.0
+	pass, k := 1.0, 0
 	if near != 0 {
 		pass = 0
 		for b, ok := range nearBytes {
 			if ok {
 				pass += q(byte(b))
+				k++
 			}
 		}
+	}
+	if k > 0 && k <= maxPairNear {
+		return passNS + q(c)*pass*(hitNS+checkNS*float64(n))
 	}
 	return passNS + q(c)*(hitNS+checkNS*float64(n)*pass)
 }
@@ -334,9 +348,25 @@ func (a *anchor) setNear(pats [][]byte) {
 	default:
 		return
 	}
+	var nb []byte
 	for _, ap := range a.pats {
-		a.nearBytes[pats[ap.idx][ap.off+a.near]] = true
+		c := pats[ap.idx][ap.off+a.near]
+		if !a.nearBytes[c] {
+			a.nearBytes[c] = true
+			nb = append(nb, c)
+		}
 	}
+	if len(nb) <= maxPairNear {
+		a.pair, a.nb1, a.nb2 = true, nb[0], nb[len(nb)-1]
+	}
+}
+
+// nearCount is how many neighbour bytes a pair anchor matches.
+func (a *anchor) nearCount() int {
+	if a.nb1 == a.nb2 {
+		return 1
+	}
+	return 2
 }
 
 // scanAnchored examines start positions s..limit (every pattern fits) with
@@ -351,15 +381,23 @@ func (m *Matcher) scanAnchored(set []anchor, buf []byte, s, limit int, k *masker
 		h := 0
 		lo, hi := s+a.minOff, limit+a.maxOff // anchor positions to search, inclusive
 		for i := lo; i <= hi; i++ {
-			j := bytes.IndexByte(buf[i:hi+1], a.c)
+			// With near 1, i+1 <= limit+maxLen-1 < end; with near -1,
+			// i-1 >= s+minOff-1 >= s.
+			var j int
+			switch {
+			case !a.pair:
+				j = bytes.IndexByte(buf[i:hi+1], a.c)
+			case a.near == 1:
+				j = indexPair(buf[i:hi+2], a.c, a.c, a.nb1, a.nb2)
+			default: // the pair starts at the neighbour, one before the anchor
+				j = indexPair(buf[i-1:hi+1], a.nb1, a.nb2, a.c, a.c)
+			}
 			if j < 0 {
 				break
 			}
 			i += j
 			h++
-			// With near 1, i+1 <= limit+maxLen-1 < end; with near -1,
-			// i-1 >= s+minOff-1 >= s.
-			if a.near != 0 && !a.nearBytes[buf[i+a.near]] {
+			if !a.pair && a.near != 0 && !a.nearBytes[buf[i+a.near]] {
 				continue
 			}
 			checks += len(a.pats)
@@ -516,22 +554,29 @@ func (a *adapt) cheapest(_ *Matcher, cur float64) int {
 }
 
 // predictCost estimates the cost per byte of the anchor set to on data in
-// which n bytes scanned with the anchor set from had hits[i] occurrences of
-// from[i].c. Bytes of from appear as observed; other bytes as in random
-// data when every anchor of from hit about n/256 times (within a quarter,
-// plus four standard deviations: in text they are far from it, though a
-// body repeating a block of random bytes deviates more than random data),
-// else as the text model predicts.
+// which n bytes scanned with the anchor set from had hits[i] stops of
+// from[i]'s search. The byte of an anchor searched alone appears as
+// observed; other bytes as in random data when every anchor stopped about
+// as often as on random data (n/256 times, or n/256 times the share of its
+// neighbour bytes for a pair; within a quarter, plus four standard
+// deviations: in text they are far from it, though a body repeating a
+// block of random bytes deviates more than random data), else as the text
+// model predicts.
 func predictCost(to, from []anchor, hits *[maxAnchorPass]int, n int) float64 {
 	var obs [256]float64
 	var known [256]bool
 	uniform := true
-	e := float64(n) / 256
 	for i := range from {
+		a := &from[i]
 		h := float64(hits[i])
+		e := float64(n) / 256
+		if a.pair {
+			e *= float64(a.nearCount()) / 256
+		} else {
+			obs[a.c] = h / float64(n)
+			known[a.c] = true
+		}
 		uniform = uniform && math.Abs(h-e) <= e/4+4*math.Sqrt(e)+1
-		obs[from[i].c] = h / float64(n)
-		known[from[i].c] = true
 	}
 	return setCost(to, func(c byte) float64 {
 		switch {
