@@ -1,26 +1,36 @@
 #include "textflag.h"
 
+// BROADCAST fills every byte of ymm with the byte argument at off(FP).
+#define BROADCAST(off, xmm, ymm) \
+	MOVBLZX off(FP), AX \
+	MOVD    AX, xmm \
+	VPBROADCASTB xmm, ymm
+
+// MATCH sets dst to 0xff at each byte position whose byte in lo is x1 or
+// x2 (Y1, Y2) and whose byte in hi, one further, is y1 or y2 (Y3, Y4). It
+// overwrites t.
+#define MATCH(lo, hi, dst, t) \
+	VPCMPEQB Y1, lo, dst \
+	VPCMPEQB Y2, lo, t \
+	VPOR     dst, t, dst \
+	VPCMPEQB Y3, hi, t \
+	VPAND    dst, t, lo \
+	VPCMPEQB Y4, hi, t \
+	VPAND    dst, t, dst \
+	VPOR     lo, dst, dst
+
 // func indexPairBlocks(p *byte, n int, x1, x2, y1, y2 byte) int
 //
-// For each 32-byte block at SI it compares the bytes at SI with x1 and x2
-// and those at SI+1 with y1 and y2, two blocks per iteration while at
-// least 64 bytes remain.
+// Two 32-byte blocks per iteration while at least 64 bytes remain, then
+// one.
 TEXT ·indexPairBlocks(SB), NOSPLIT, $0-32
 	MOVQ p+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ SI, DI                // block start, for the result
-	MOVBLZX x1+16(FP), AX
-	MOVD AX, X1
-	VPBROADCASTB X1, Y1
-	MOVBLZX x2+17(FP), AX
-	MOVD AX, X2
-	VPBROADCASTB X2, Y2
-	MOVBLZX y1+18(FP), AX
-	MOVD AX, X3
-	VPBROADCASTB X3, Y3
-	MOVBLZX y2+19(FP), AX
-	MOVD AX, X4
-	VPBROADCASTB X4, Y4
+	BROADCAST(x1+16, X1, Y1)
+	BROADCAST(x2+17, X2, Y2)
+	BROADCAST(y1+18, X3, Y3)
+	BROADCAST(y2+19, X4, Y4)
 
 loop64:
 	CMPQ CX, $64
@@ -29,20 +39,8 @@ loop64:
 	VMOVDQU 1(SI), Y6
 	VMOVDQU 32(SI), Y7
 	VMOVDQU 33(SI), Y8
-	VPCMPEQB Y1, Y5, Y9
-	VPCMPEQB Y2, Y5, Y10
-	VPOR     Y9, Y10, Y9
-	VPCMPEQB Y3, Y6, Y10
-	VPCMPEQB Y4, Y6, Y11
-	VPOR     Y10, Y11, Y10
-	VPAND    Y9, Y10, Y9       // matches in the first block
-	VPCMPEQB Y1, Y7, Y12
-	VPCMPEQB Y2, Y7, Y13
-	VPOR     Y12, Y13, Y12
-	VPCMPEQB Y3, Y8, Y13
-	VPCMPEQB Y4, Y8, Y14
-	VPOR     Y13, Y14, Y13
-	VPAND    Y12, Y13, Y12     // matches in the second block
+	MATCH(Y5, Y6, Y9, Y10)     // the first block
+	MATCH(Y7, Y8, Y12, Y10)    // the second
 	VPOR     Y9, Y12, Y13
 	VPTEST   Y13, Y13
 	JNZ      found64
@@ -55,13 +53,7 @@ tail32:
 	JB   none
 	VMOVDQU (SI), Y5
 	VMOVDQU 1(SI), Y6
-	VPCMPEQB Y1, Y5, Y9
-	VPCMPEQB Y2, Y5, Y10
-	VPOR     Y9, Y10, Y9
-	VPCMPEQB Y3, Y6, Y10
-	VPCMPEQB Y4, Y6, Y11
-	VPOR     Y10, Y11, Y10
-	VPAND    Y9, Y10, Y9
+	MATCH(Y5, Y6, Y9, Y10)
 	VPMOVMSKB Y9, AX
 	TESTL    AX, AX
 	JNZ      found
