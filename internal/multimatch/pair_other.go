@@ -2,6 +2,7 @@
 
 package multimatch
 
-const pairAsm = false
+// pairAsm is false: indexPair runs the portable loop.
+var pairAsm = false
 
 func indexPairBlocks(*byte, int, byte, byte, byte, byte) int { panic("unreachable") }

@@ -61,20 +61,26 @@ func TestIndexPairEveryPosition(t *testing.T) {
 }
 
 // TestIndexPairRandom compares with the definition on random data over a
-// small alphabet, so pairs are frequent, from every alignment.
+// small alphabet, so pairs are frequent, from every alignment, with the
+// kernel and with the portable loop alone.
 func TestIndexPairRandom(t *testing.T) {
-	rng := rand.New(rand.NewSource(1))
-	buf := make([]byte, 4096)
-	for round := 0; round < 2000; round++ {
-		k := 2 + rng.Intn(40)
-		for i := range buf {
-			buf[i] = byte(rng.Intn(k))
-		}
-		off, n := rng.Intn(64), rng.Intn(len(buf)-64)
-		b := buf[off : off+n]
-		x1, x2, y1, y2 := byte(rng.Intn(k)), byte(rng.Intn(k)), byte(rng.Intn(k)), byte(rng.Intn(k))
-		if got, want := indexPair(b, x1, x2, y1, y2), naiveIndexPair(b, x1, x2, y1, y2); got != want {
-			t.Fatalf("round %d: got %d, want %d", round, got, want)
+	asm := pairAsm
+	defer func() { pairAsm = asm }()
+	for _, useAsm := range []bool{asm, false} {
+		pairAsm = useAsm
+		rng := rand.New(rand.NewSource(1))
+		buf := make([]byte, 4096)
+		for round := 0; round < 2000; round++ {
+			k := 2 + rng.Intn(40)
+			for i := range buf {
+				buf[i] = byte(rng.Intn(k))
+			}
+			off, n := rng.Intn(64), rng.Intn(len(buf)-64)
+			b := buf[off : off+n]
+			x1, x2, y1, y2 := byte(rng.Intn(k)), byte(rng.Intn(k)), byte(rng.Intn(k)), byte(rng.Intn(k))
+			if got, want := indexPair(b, x1, x2, y1, y2), naiveIndexPair(b, x1, x2, y1, y2); got != want {
+				t.Fatalf("kernel %v, round %d: got %d, want %d", useAsm, round, got, want)
+			}
 		}
 	}
 }
