@@ -224,14 +224,8 @@ func (s *Server) writeSmallScrubbed(w http.ResponseWriter, x *exchange, resp *ht
 
 // upstreamFailed answers a request the proxy allowed but could not complete.
 func (s *Server) upstreamFailed(w http.ResponseWriter, x *exchange, status int, code contract.Code, msg string) {
-	writeError(w, status, contract.DecisionError, x.ev.AuditID, errorDetail{Code: code, Message: msg,
-		Method: x.r.Method, Host: x.t.target, Path: x.path})
-	x.ev.Status = status
-	x.ev.Reason = code.String()
-	x.ev.Decision = contract.DecisionError
 	s.metrics.upstreamErrors.WithLabelValues(code.String()).Inc()
-	s.record(x, zapcore.WarnLevel, "request allowed, upstream failed")
-	s.metrics.decision(true, x.ev.Reason)
+	s.endUnanswered(w, x, status, code, msg, zapcore.WarnLevel, "request allowed, upstream failed")
 }
 
 // clientClosed ends an exchange whose client left before the upstream
@@ -240,13 +234,20 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, x *exchange, status int, 
 // answers. A client that only shut down its sending side still reads the
 // answer, so it gets one rather than an empty 200.
 func (s *Server) clientClosed(w http.ResponseWriter, x *exchange) {
-	writeError(w, statusClientClosed, contract.DecisionError, x.ev.AuditID, errorDetail{Code: contract.CodeClientClosed,
-		Message: fmt.Sprintf("the client closed its connection before %s answered; the request to it was abandoned", x.t.target),
-		Method:  x.r.Method, Host: x.t.target, Path: x.path})
-	x.ev.Status = statusClientClosed
-	x.ev.Reason = contract.CodeClientClosed.String()
+	s.endUnanswered(w, x, statusClientClosed, contract.CodeClientClosed,
+		fmt.Sprintf("the client closed its connection before %s answered; the request to it was abandoned", x.t.target),
+		zapcore.InfoLevel, "request allowed, client left before the answer")
+}
+
+// endUnanswered answers, audits and logs an allowed exchange that got no
+// answer from upstream.
+func (s *Server) endUnanswered(w http.ResponseWriter, x *exchange, status int, code contract.Code, msg string, level zapcore.Level, logMsg string) {
+	writeError(w, status, contract.DecisionError, x.ev.AuditID, errorDetail{Code: code, Message: msg,
+		Method: x.r.Method, Host: x.t.target, Path: x.path})
+	x.ev.Status = status
+	x.ev.Reason = code.String()
 	x.ev.Decision = contract.DecisionError
-	s.record(x, zapcore.InfoLevel, "request allowed, client left before the answer")
+	s.record(x, level, logMsg)
 	s.metrics.decision(true, x.ev.Reason)
 }
 
