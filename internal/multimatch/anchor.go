@@ -204,7 +204,7 @@ func anchorCost(c byte, n, near int, nearBytes *[256]bool, q func(byte) float64)
 			}
 		}
 	}
-	if k > 0 && k <= maxPairNear {
+	if searchedAsPair(k) {
 		return passNS + q(c)*pass*(hitNS+checkNS*float64(n))
 	}
 	return passNS + q(c)*(hitNS+checkNS*float64(n)*pass)
@@ -356,10 +356,14 @@ func (a *anchor) setNear(pats [][]byte) {
 			nb = append(nb, c)
 		}
 	}
-	if len(nb) <= maxPairNear {
+	if searchedAsPair(len(nb)) {
 		a.pair, a.nb1, a.nb2 = true, nb[0], nb[len(nb)-1]
 	}
 }
+
+// searchedAsPair reports whether an anchor whose hits are filtered on k
+// neighbour bytes (0: none) is searched with indexPair.
+func searchedAsPair(k int) bool { return k > 0 && k <= maxPairNear }
 
 // nearCount is how many neighbour bytes a pair anchor matches.
 func (a *anchor) nearCount() int {
