@@ -98,6 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	only := fs.String("scenarios", "", "comma-separated scenario ids to run, e.g. 1.c16,3 (default all: 1.c1,1.c16,2,3,4,5,6.session,6.leaf)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run directory (configs, logs, aileron home) and print its path")
 	fs.DurationVar(&o.cfg.duration, "duration", o.cfg.duration, "length of each timed load (scenarios 1, 2, 4)")
+	fs.IntVar(&o.cfg.rounds, "rounds", o.cfg.rounds, "interleaved rounds each timed load is split into (more rounds: shorter slices, less drift between targets)")
 	downloadMiB := fs.Int("download-mib", int(o.cfg.downloadBytes>>20), "scenario (3) body size in MiB")
 	fs.IntVar(&o.cfg.idleTunnels, "idle-tunnels", o.cfg.idleTunnels, "scenario (5) idle tunnels")
 	fs.IntVar(&o.cfg.sessionRuns, "session-runs", o.cfg.sessionRuns, "scenario (6) sessions created")
@@ -110,8 +111,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.bin == "" {
 		return o, errors.New("-bin is required: pass the aileron-proxy binary, e.g. -bin bin/aileron-proxy (make bench builds it)")
 	}
-	if o.cfg.duration <= 0 || *downloadMiB <= 0 || o.cfg.idleTunnels <= 0 || o.cfg.sessionRuns <= 0 {
-		return o, errors.New("-duration, -download-mib, -idle-tunnels and -session-runs must be positive")
+	if o.cfg.duration <= 0 || o.cfg.rounds <= 0 || *downloadMiB <= 0 || o.cfg.idleTunnels <= 0 || o.cfg.sessionRuns <= 0 {
+		return o, errors.New("-duration, -rounds, -download-mib, -idle-tunnels and -session-runs must be positive")
 	}
 	o.cfg.downloadBytes = int64(*downloadMiB) << 20
 	o.targets = map[string]bool{}
@@ -314,7 +315,7 @@ func runBench(ctx context.Context, opts options, cl *cleanups, progress io.Write
 		cl.add(func() { _ = os.RemoveAll(dir) })
 	}
 	rep := &report{Date: now(), Machine: describeMachine(), Config: configInfo{
-		DurationS: opts.cfg.duration.Seconds(), KeepAliveClients: opts.cfg.keepAliveClients,
+		DurationS: opts.cfg.duration.Seconds(), Rounds: opts.cfg.rounds, KeepAliveClients: opts.cfg.keepAliveClients,
 		NewConnClients: opts.cfg.newConnClients, DownloadBytes: opts.cfg.downloadBytes, DownloadRuns: opts.cfg.downloadRuns,
 		H2Streams: opts.cfg.h2Streams, IdleTunnels: opts.cfg.idleTunnels, SessionRuns: opts.cfg.sessionRuns,
 	}}

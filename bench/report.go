@@ -38,6 +38,7 @@ type machine struct {
 
 type configInfo struct {
 	DurationS        float64 `json:"duration_s"`
+	Rounds           int     `json:"rounds"`
 	KeepAliveClients []int   `json:"keepalive_clients"`
 	NewConnClients   int     `json:"newconn_clients"`
 	DownloadBytes    int64   `json:"download_bytes"`
