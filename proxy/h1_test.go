@@ -222,12 +222,14 @@ func TestHTTP1RequestFraming(t *testing.T) {
 	}
 }
 
-func TestRawConn(t *testing.T) {
+// rawConnPair returns a rawConn on loopback, its peer and the listener.
+func rawConnPair(t *testing.T) (*rawConn, net.Conn, net.Listener) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { _ = ln.Close() })
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -239,12 +241,187 @@ func TestRawConn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newRawConn(d)
-	if _, ok := c.(*rawConn); !ok {
-		t.Fatalf("newRawConn(%T) = %T", d, c)
+	c, ok := newRawConn(d).(*rawConn)
+	if !ok {
+		t.Fatalf("newRawConn(%T) is not a rawConn", d)
 	}
 	peer := <-accepted
-	defer peer.Close()
+	t.Cleanup(func() { _ = c.Close(); _ = peer.Close() })
+	return c, peer, ln
+}
+
+// readWithin reads what c receives within d; nothing is "".
+func readWithin(t *testing.T, c net.Conn, d time.Duration) string {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	defer c.SetReadDeadline(time.Time{})
+	buf := make([]byte, 64<<10)
+	n, err := c.Read(buf)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && err != io.EOF {
+		t.Fatalf("peer read: %v", err)
+	}
+	return string(buf[:n])
+}
+
+func TestRawConnHeldWrite(t *testing.T) {
+	c, peer, _ := rawConnPair(t)
+	answer := func(after time.Duration) chan string {
+		got := make(chan string, 1)
+		go func() {
+			b := make([]byte, 64<<10)
+			n, _ := peer.Read(b)
+			got <- string(b[:n])
+			time.Sleep(after)
+			_, _ = io.WriteString(peer, "answer")
+		}()
+		return got
+	}
+	buf := make([]byte, 64)
+
+	// Held: nothing leaves before the Read, which sends it and then
+	// waits for the answer without an empty read.
+	c.holdWrites(true)
+	if n, err := c.Write([]byte("request")); n != 7 || err != nil {
+		t.Fatalf("held Write = %d, %v", n, err)
+	}
+	c.holdWrites(false)
+	if got := readWithin(t, peer, 50*time.Millisecond); got != "" {
+		t.Fatalf("the peer received %q before the Read", got)
+	}
+	got := answer(20 * time.Millisecond)
+	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "answer" {
+		t.Fatalf("Read = %q, %v", buf[:n], err)
+	}
+	if g := <-got; g != "request" {
+		t.Fatalf("the peer received %q, want the held request", g)
+	}
+	if c.emptyReads != 0 {
+		t.Fatalf("%d reads found nothing; the held write's Read must wait first", c.emptyReads)
+	}
+
+	// Not held: the same exchange reads once for nothing.
+	got = answer(20 * time.Millisecond)
+	if _, err := c.Write([]byte("request")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "answer" || <-got != "request" {
+		t.Fatalf("Read = %q, %v", buf[:n], err)
+	}
+	if c.emptyReads != 1 {
+		t.Fatalf("emptyReads = %d without holding, want 1", c.emptyReads)
+	}
+
+	// A Write that is not held sends what is held first, in order; one
+	// larger than heldMax is not held.
+	c.holdWrites(true)
+	_, _ = c.Write([]byte("one,"))
+	c.holdWrites(false)
+	_, _ = c.Write([]byte("two"))
+	if got := readWithin(t, peer, time.Second); got != "one,two" {
+		t.Fatalf("the peer received %q, want one,two", got)
+	}
+	c.holdWrites(true)
+	big := strings.Repeat("x", heldMax+1)
+	_, _ = c.Write([]byte(big))
+	c.holdWrites(false)
+	if got := readWithin(t, peer, time.Second); len(got) == 0 {
+		t.Fatal("a write larger than heldMax was held")
+	}
+	_ = readWithin(t, peer, 100*time.Millisecond) // the rest of it
+
+	// Dropped: a request no Read sent never leaves, not even at Close.
+	c.holdWrites(true)
+	_, _ = c.Write([]byte("never"))
+	c.holdWrites(false)
+	c.dropHeld()
+	_ = c.Close()
+	if got := readWithin(t, peer, time.Second); got != "" {
+		t.Fatalf("the peer received %q after dropHeld and Close", got)
+	}
+}
+
+// A Read that cannot start (its deadline passed) sends nothing; the next
+// one sends the held write.
+func TestRawConnHeldWriteWaitsForARead(t *testing.T) {
+	c, peer, _ := rawConnPair(t)
+	c.holdWrites(true)
+	_, _ = c.Write([]byte("request"))
+	c.holdWrites(false)
+	_ = c.SetReadDeadline(time.Now().Add(-time.Second))
+	buf := make([]byte, 16)
+	if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read past the deadline = %v", err)
+	}
+	if got := readWithin(t, peer, 50*time.Millisecond); got != "" {
+		t.Fatalf("the peer received %q from a Read that did not start", got)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	go func() { _, _ = io.WriteString(peer, "answer") }()
+	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "answer" {
+		t.Fatalf("Read = %q, %v", buf[:n], err)
+	}
+	if got := readWithin(t, peer, time.Second); got != "request" {
+		t.Fatalf("the peer received %q, want the held request", got)
+	}
+}
+
+// A held send that fails is the Read's error, a write error.
+func TestRawConnHeldWriteError(t *testing.T) {
+	c, peer, _ := rawConnPair(t)
+	_ = peer.(*net.TCPConn).SetLinger(0)
+	_ = peer.Close() // an RST: the held send fails
+	time.Sleep(20 * time.Millisecond)
+	c.holdWrites(true)
+	_, _ = c.Write([]byte("request"))
+	c.holdWrites(false)
+	var err error
+	for range 3 { // the first send may still be accepted by the kernel
+		if _, err = c.Read(make([]byte, 16)); err != nil {
+			break
+		}
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || (op.Op != "write" && op.Op != "read") {
+		t.Fatalf("Read after the peer reset = %v, want the connection's error", err)
+	}
+}
+
+// Through the proxy: the request goes upstream from inside the read of
+// its answer, so waiting for a slow upstream costs no empty read.
+func TestUpstreamRequestSentByTheReadOfItsAnswer(t *testing.T) {
+	e := newEnv(t)
+	e.handlers.Store("/user", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(20 * time.Millisecond)
+		_, _ = io.WriteString(w, "slow")
+	}))
+	tc, br := e.rawTunnel(t, apiHost+":443")
+	get := "GET /user HTTP/1.1\r\nHost: " + apiHost + "\r\n\r\n"
+	emptyReads := func() int {
+		e.srv.h1Pool.mu.Lock()
+		defer e.srv.h1Pool.mu.Unlock()
+		idle := e.srv.h1Pool.idle[apiHost+":443"]
+		if len(idle) != 1 || idle[0].rc == nil {
+			t.Fatalf("pooled connections = %d, want 1 on a rawConn", len(idle))
+		}
+		return idle[0].rc.emptyReads
+	}
+	var afterDial int // the handshake's reads are not a request's
+	for i := range 4 {
+		if resp, body := rawRequest(t, tc, br, get); resp.StatusCode != http.StatusOK || string(body) != "slow" {
+			t.Fatalf("GET %d = %d %q", i, resp.StatusCode, body)
+		}
+		e.expectSeen(t)
+		if i == 0 {
+			afterDial = emptyReads()
+		}
+	}
+	if n := emptyReads() - afterDial; n != 0 {
+		t.Fatalf("the pooled upstream connection read %d times for nothing over 3 slow answers, want 0", n)
+	}
+}
+
+func TestRawConn(t *testing.T) {
+	c, peer, ln := rawConnPair(t)
 
 	big := make([]byte, 8<<20) // more than the socket buffers: Write must wait and finish
 	for i := range big {
@@ -255,7 +432,7 @@ func TestRawConn(t *testing.T) {
 	if n, err := c.Write(big); n != len(big) || err != nil {
 		t.Fatalf("Write = %d, %v", n, err)
 	}
-	_ = c.(*rawConn).CloseWrite()
+	_ = c.CloseWrite()
 	if b := <-got; string(b) != string(big) {
 		t.Fatalf("peer read %d bytes, not what was written", len(b))
 	}
@@ -280,7 +457,7 @@ func TestRawConn(t *testing.T) {
 	peer.Close()
 
 	// The peer's end of the stream is io.EOF, as from net.
-	d, err = net.Dial("tcp", ln.Addr().String())
+	d, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,9 +466,9 @@ func TestRawConn(t *testing.T) {
 			c.Close()
 		}
 	}()
-	c = newRawConn(d)
-	defer c.Close()
-	if n, err := c.Read(buf); n != 0 || err != io.EOF {
+	c2 := newRawConn(d)
+	defer c2.Close()
+	if n, err := c2.Read(buf); n != 0 || err != io.EOF {
 		t.Fatalf("Read after the peer closed = %d, %v, want io.EOF", n, err)
 	}
 }

@@ -35,7 +35,18 @@ type rawConn struct {
 	wn      int
 	werr    syscall.Errno
 	writeFn func(uintptr) bool
+
+	// Held writes (holdWrites): bytes the next Read sends, and whether
+	// Writes are being held.
+	held       []byte
+	holding    bool
+	heldErr    error // the held send's error when the poller refused it
+	sendHeldFn func(uintptr) bool
+	emptyReads int // reads that found nothing (EAGAIN), for tests
 }
+
+// heldMax bounds a held write; a larger one is sent at once.
+const heldMax = 16 << 10
 
 // newRawConn wraps c when it is a TCP connection; otherwise it returns c.
 func newRawConn(c net.Conn) net.Conn {
@@ -50,7 +61,41 @@ func newRawConn(c net.Conn) net.Conn {
 	r := &rawConn{TCPConn: tc, rc: rc}
 	r.readFn = r.doRead
 	r.writeFn = r.doWrite
+	r.sendHeldFn = r.sendHeldThenRead
 	return r
+}
+
+// holdWrites, with on, makes Writes keep their bytes for the next Read to
+// send; with off, Writes send again (what is held still waits for Read).
+//
+// A request written just before its answer is read is otherwise followed
+// by a read that finds nothing yet (EAGAIN): a system call for nothing,
+// about 0.6 µs here. The read cannot simply wait first: the poller forgets
+// a readiness event at the start of every read (prepareRead), and the
+// answer may already have come in. Sent from inside the read, after that
+// reset, the request's answer can only arrive later and wakes the wait.
+//
+// Only for a request whose answer is the next thing on the connection:
+// bytes the peer sent before, unread, would not wake the wait.
+func (c *rawConn) holdWrites(on bool) { c.holding = on }
+
+// dropHeld forgets a held write that no Read sent: an exchange that failed
+// before reading does not send its request later (a Close's alert would).
+func (c *rawConn) dropHeld() { c.held = c.held[:0] }
+
+// sendHeldThenRead is Read's callback while a write is held: the first
+// call sends it and waits for the answer, later calls read.
+func (c *rawConn) sendHeldThenRead(fd uintptr) bool {
+	if len(c.held) == 0 {
+		return c.doRead(fd)
+	}
+	c.wbuf, c.wn, c.werr = c.held, 0, 0
+	if !c.doWrite(fd) {
+		// The socket buffer is full: wait until writable, as Write does.
+		c.heldErr = c.rc.Write(c.writeFn)
+	}
+	c.wbuf, c.held = nil, c.held[:0]
+	return c.heldErr != nil || c.werr != 0
 }
 
 func (c *rawConn) doRead(fd uintptr) bool {
@@ -60,6 +105,7 @@ func (c *rawConn) doRead(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			c.emptyReads++
 			return false // wait until readable
 		}
 		c.rn, c.rerr = int(n), errno
@@ -72,9 +118,19 @@ func (c *rawConn) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	c.rbuf, c.rn, c.rerr = p, 0, 0
-	err := c.rc.Read(c.readFn)
+	fn, sending := c.readFn, len(c.held) > 0
+	if sending {
+		c.holding, c.heldErr, c.werr = false, nil, 0
+		fn = c.sendHeldFn
+	}
+	err := c.rc.Read(fn)
 	c.rbuf = nil
 	switch {
+	case sending && c.heldErr != nil:
+		err, c.heldErr = c.heldErr, nil
+		return 0, c.opError("write", err)
+	case sending && c.werr != 0:
+		return 0, c.opError("write", os.NewSyscallError("write", c.werr))
 	case err != nil:
 		return 0, c.opError("read", err)
 	case c.rerr != 0:
@@ -107,6 +163,24 @@ func (c *rawConn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if c.holding && len(c.held)+len(p) <= heldMax {
+		c.held = append(c.held, p...)
+		return len(p), nil
+	}
+	if len(c.held) > 0 {
+		// Held bytes go first, in order (TLS records are numbered).
+		c.holding = false
+		if _, err := c.writeAll(c.held); err != nil {
+			c.held = c.held[:0]
+			return 0, err
+		}
+		c.held = c.held[:0]
+	}
+	return c.writeAll(p)
+}
+
+// writeAll writes p with the poller's RawWrite.
+func (c *rawConn) writeAll(p []byte) (int, error) {
 	c.wbuf, c.wn, c.werr = p, 0, 0
 	err := c.rc.Write(c.writeFn)
 	c.wbuf = nil

@@ -44,6 +44,7 @@ type h1Conn struct {
 	target string
 	conn   net.Conn
 	raw    *readBufConn  // under conn's TLS
+	rc     *rawConn      // under raw; nil when the dialer's conn is not TCP
 	lim    limitedReader // under br: caps the response header block
 	br     *bufio.Reader
 	bw     *bufio.Writer
@@ -53,6 +54,18 @@ type h1Conn struct {
 	// connection at a time sets it.
 	deadline readDeadline
 }
+
+// dropHeld forgets a request no read sent (rawConn.dropHeld).
+func (c *h1Conn) dropHeld() {
+	if c.rc != nil {
+		c.rc.dropHeld()
+	}
+}
+
+// heldPending reports whether a request waits to be sent: its answer came
+// from bytes read before it (an upstream that sent more than it was asked
+// for), so the connection cannot be reused.
+func (c *h1Conn) heldPending() bool { return c.rc != nil && len(c.rc.held) > 0 }
 
 // limitedReader reads from r while n > 0; n < 0 means no limit. It counts
 // what it read, so a failed read on a reused connection can tell whether
@@ -164,6 +177,7 @@ func (s *Server) dialH1(ctx context.Context, target string) (*h1Conn, error) {
 		return nil, err
 	}
 	c := &h1Conn{target: target, conn: tc, raw: rb}
+	c.rc, _ = raw.(*rawConn)
 	c.deadline.conn = tc
 	c.lim = limitedReader{r: tc, n: -1}
 	c.br = bufio.NewReaderSize(&c.lim, 16<<10)
@@ -214,7 +228,18 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request, watch clientWatcher) (
 	c.lim.read = 0
 	var wrote chan error // the body writer's result, when it runs apart
 	if out.Body == http.NoBody || (out.ContentLength > 0 && out.ContentLength <= inlineBodyMax) {
-		if err := writeRequest(c.bw, out); err != nil {
+		// Nothing of an earlier answer is left unread: the request can wait
+		// to be sent by the read of its answer (rawConn.holdWrites).
+		hold := c.rc != nil && c.br.Buffered() == 0 && c.raw.buffered() == 0
+		if hold {
+			c.rc.holdWrites(true)
+		}
+		err := writeRequest(c.bw, out)
+		if hold {
+			c.rc.holdWrites(false)
+		}
+		if err != nil {
+			c.dropHeld()
 			return nil, err
 		}
 	} else {
@@ -244,6 +269,9 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request, watch clientWatcher) (
 		c.deadline.set(headerBy)
 	}
 	c.lim.n = -1
+	if err != nil {
+		c.dropHeld()
+	}
 	if err != nil && wrote != nil {
 		_ = c.conn.Close() // stops the writer
 		<-wrote
@@ -478,9 +506,10 @@ func (b *h1Body) done(eof bool) {
 			<-b.wrote
 		}
 	}
-	if eof && b.reuse && c.br.Buffered() == 0 {
+	if eof && b.reuse && c.br.Buffered() == 0 && !c.heldPending() {
 		b.s.h1Pool.put(c, b.s.now())
 		return
 	}
+	c.dropHeld()
 	_ = c.conn.Close()
 }
