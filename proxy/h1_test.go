@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -588,5 +589,50 @@ func TestHalfClosedClientGetsClientClosed(t *testing.T) {
 	case <-u.abandoned:
 	case <-time.After(4 * time.Second):
 		t.Fatal("the upstream still held the request after the client's half close")
+	}
+}
+
+// A header timeout under deadlineSlack: the deadline an earlier request
+// set on a pooled connection has passed when the next one is sent, and
+// must not be kept for it.
+func TestShortResponseHeaderTimeoutOnAReusedConnection(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Limits.ResponseHeaderTimeout = 300 * time.Millisecond })
+	tc, br := e.rawTunnel(t, apiHost+":443")
+	get := "GET /user HTTP/1.1\r\nHost: " + apiHost + "\r\n\r\n"
+	if resp, body := rawRequest(t, tc, br, get); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first GET = %d %s", resp.StatusCode, body)
+	}
+	e.expectSeen(t)
+	time.Sleep(400 * time.Millisecond) // past the first request's header deadline
+	post := "POST /repos/a/b/issues HTTP/1.1\r\nHost: " + apiHost + "\r\nContent-Length: 5\r\n\r\nhello"
+	if resp, body := rawRequest(t, tc, br, post); resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST 400 ms later on the pooled connection = %d %s, want the upstream's 200", resp.StatusCode, body)
+	}
+	if n := e.up1Conns.Load(); n != 1 {
+		t.Errorf("upstream connections = %d, want 1 (the pooled one reused)", n)
+	}
+}
+
+// deadlineRecorder records the read deadlines set on it.
+type deadlineRecorder struct{ set []time.Time }
+
+func (r *deadlineRecorder) SetReadDeadline(t time.Time) error {
+	r.set = append(r.set, t)
+	return nil
+}
+
+func TestReadDeadlineKeepsOnlyADeadlineAhead(t *testing.T) {
+	rec := &deadlineRecorder{}
+	d := readDeadline{conn: rec}
+	now := time.Unix(1000, 0)
+	d.set(now.Add(2*time.Second), now)
+	d.set(now.Add(2500*time.Millisecond), now.Add(500*time.Millisecond))  // within the slack, still ahead: kept
+	d.set(now.Add(2200*time.Millisecond), now.Add(1950*time.Millisecond)) // about to pass: set
+	d.set(now.Add(3300*time.Millisecond), now.Add(3*time.Second))         // passed: set
+	d.setExactly(time.Time{})
+	d.setExactly(time.Time{}) // already none: no call
+	want := []time.Time{now.Add(2 * time.Second), now.Add(2200 * time.Millisecond), now.Add(3300 * time.Millisecond), {}}
+	if !slices.Equal(rec.set, want) {
+		t.Fatalf("deadlines set = %v, want %v", rec.set, want)
 	}
 }

@@ -126,7 +126,8 @@ func (c *h1ServerConn) waitRequest(first bool) bool {
 			return false
 		}
 		if d > 0 {
-			c.deadline.set(time.Now().Add(d))
+			now := time.Now()
+			c.deadline.set(now.Add(d), now)
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return false
@@ -136,7 +137,8 @@ func (c *h1ServerConn) waitRequest(first bool) bool {
 		}
 	}
 	if d := lim.ConnectTimeout; d > 0 && !headerBuffered(c.br) {
-		c.deadline.set(time.Now().Add(d))
+		now := time.Now()
+		c.deadline.set(now.Add(d), now)
 	}
 	return true
 }
@@ -152,7 +154,13 @@ func headerBuffered(br *bufio.Reader) bool {
 // deadlineSlack is how much earlier than asked a read deadline may stay:
 // a deadline already set at most this much before the one asked for is
 // kept, so a busy connection does not update its timer on every request.
-const deadlineSlack = time.Second
+// A kept deadline is still at least deadlineKeepAhead away: one about to
+// pass, or passed (a timeout shorter than the slack, set by an earlier
+// request), would end the next read at once.
+const (
+	deadlineSlack     = time.Second
+	deadlineKeepAhead = 100 * time.Millisecond
+)
 
 // readDeadline sets a connection's read deadline, skipping updates within
 // deadlineSlack. Only the goroutine serving the connection uses it.
@@ -161,10 +169,18 @@ type readDeadline struct {
 	at   time.Time // the deadline set; zero for none
 }
 
-func (d *readDeadline) set(t time.Time) {
-	if !t.IsZero() && !d.at.IsZero() && !t.Before(d.at) && t.Sub(d.at) < deadlineSlack {
+// set makes t, computed from now, the read deadline, or keeps the one set
+// (see deadlineSlack).
+func (d *readDeadline) set(t, now time.Time) {
+	if !t.IsZero() && !t.Before(d.at) && t.Sub(d.at) < deadlineSlack && d.at.Sub(now) >= deadlineKeepAhead {
 		return
 	}
+	d.setExactly(t)
+}
+
+// setExactly makes t the read deadline; zero clears it, a time passed ends
+// a read at once.
+func (d *readDeadline) setExactly(t time.Time) {
 	if t.IsZero() && d.at.IsZero() {
 		return
 	}
@@ -201,7 +217,7 @@ func (c *h1ServerConn) serveOne() (keep, hijacked bool) {
 	if req.ContentLength != 0 {
 		// The body is read without the header's deadline; a bodiless
 		// request reads nothing more until waitRequest sets the next one.
-		c.deadline.set(time.Time{})
+		c.deadline.setExactly(time.Time{})
 	}
 	c.lastPOST = req.Method == http.MethodPost
 	if status, msg := h1Check(req); status != 0 {
@@ -664,9 +680,9 @@ func (w *h1Response) watchClient(parent context.Context, bodyRead bool) (context
 		}
 	}()
 	return ctx, func() {
-		c.deadline.set(time.Unix(1, 0)) // ends the Peek; TLS survives a timeout
+		c.deadline.setExactly(time.Unix(1, 0)) // ends the Peek; TLS survives a timeout
 		<-done
-		c.deadline.set(time.Time{})
+		c.deadline.setExactly(time.Time{})
 		cancel()
 	}
 }

@@ -266,7 +266,7 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request, watch clientWatcher) (
 			break
 		}
 		c.lim.n = int64(s.limits.MaxHeaderBytes)
-		c.deadline.set(headerBy)
+		c.deadline.set(headerBy, time.Now())
 	}
 	c.lim.n = -1
 	if err != nil {
@@ -293,7 +293,7 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request, watch clientWatcher) (
 		// The body is streamed without the header's deadline; one already
 		// buffered whole is not read from the connection again, and the
 		// next exchange sets its own deadline.
-		c.deadline.set(time.Time{})
+		c.deadline.setExactly(time.Time{})
 	}
 	reuse := !resp.Close && !out.Close
 	resp.Body = &h1Body{rc: resp.Body, c: c, s: s, reuse: reuse, empty: resp.Body == http.NoBody, wrote: wrote}
@@ -335,16 +335,16 @@ func (cw clientWatcher) start() (context.Context, func()) {
 func awaitAnswer(c *h1Conn, sent, headerBy time.Time, watch clientWatcher, wrote chan error) error {
 	first := sent.Add(clientWatchAfter)
 	if watch.w == nil || c.br.Buffered() > 0 || (!headerBy.IsZero() && !headerBy.After(first)) {
-		c.deadline.set(headerBy)
+		c.deadline.set(headerBy, sent)
 		return nil
 	}
-	c.deadline.set(first)
+	c.deadline.set(first, sent)
 	if _, err := c.br.Peek(1); !errors.Is(err, os.ErrDeadlineExceeded) || time.Now().Before(first) {
 		// The answer, an error ReadResponse meets again, or a deadline
 		// kept from an earlier request (deadlineSlack): the rest of the
 		// header, if not here yet, gets the header deadline.
 		if err != nil || !headerBuffered(c.br) {
-			c.deadline.set(headerBy)
+			c.deadline.set(headerBy, time.Now())
 		}
 		return nil
 	}
@@ -355,13 +355,13 @@ func awaitAnswer(c *h1Conn, sent, headerBy time.Time, watch clientWatcher, wrote
 		case err := <-wrote:
 			wrote <- err // the writer has ended; its result stays for the exchange
 		default:
-			c.deadline.set(headerBy)
+			c.deadline.set(headerBy, time.Now())
 			return nil
 		}
 	}
 	ctx, stop := watch.start()
 	defer stop()
-	c.deadline.set(headerBy)
+	c.deadline.set(headerBy, time.Now())
 	unblock := context.AfterFunc(ctx, func() { _ = c.conn.SetReadDeadline(time.Unix(1, 0)) })
 	_, _ = c.br.Peek(1)
 	if !unblock() {
