@@ -518,6 +518,12 @@ func TestUpstreamWaitEndsWhenTheClientLeaves(t *testing.T) {
 			t.Fatalf("%.60q: the upstream still held the request 4 s after the client left", raw)
 		}
 	}
+	// The clients left, not the upstream: no upstream error is counted.
+	for _, c := range append(slices.Clone(contract.ProxyCodes), contract.CodeClientClosed) {
+		if n := e.metric(t, "aileron_proxy_upstream_errors_total", map[string]string{"code": c.String()}); n != 0 {
+			t.Errorf("aileron_proxy_upstream_errors_total{code=%q} = %v after clients left; client_closed is not an upstream error", c, n)
+		}
+	}
 }
 
 // TestSlowUpstreamAnswerWhileWatchingTheClient: an answer later than
