@@ -65,6 +65,27 @@ func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Actio
 	}
 }
 
+// waitLocation waits until the loaded page's address contains want. A
+// form's submit navigates, and a wait begun before the new page is there
+// can hold a node of the old one, gone when it is asked about ("No node
+// with given id found").
+func waitLocation(t *testing.T, ctx context.Context, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		loc, err := chromedp.Run(lctx, chromedp.Evaluate[string](`document.readyState === "complete" ? location.href : ""`))
+		cancel()
+		if err == nil && strings.Contains(loc, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the browser did not load an address with %q within 20 s (last %q, %v)", want, loc, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // get runs one browser action that returns a value, with a bound.
 func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
 	t.Helper()
@@ -222,7 +243,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		waitAudit(t, e.home, map[string]any{"event": "connector.proxy.denied", "operation": "items.send"})
 		run(t, ctx, "opening the audit", chromedp.Navigate(base+"/ui/audit"), chromedp.WaitVisible(chromedp.CSS("#audit-rows")))
 		run(t, ctx, "filtering denied", chromedp.SetValue(chromedp.CSS(`select[name="decision"]`), "denied"),
-			chromedp.Submit(chromedp.CSS("#filters")), chromedp.WaitVisible(chromedp.CSS("#audit-rows")))
+			chromedp.Submit(chromedp.CSS("#filters")))
+		waitLocation(t, ctx, "decision=denied")
+		run(t, ctx, "waiting for the filtered rows", chromedp.WaitVisible(chromedp.CSS("#audit-rows")))
 		loc := get(t, ctx, "reading the location", chromedp.Location())
 		decisions := get(t, ctx, "reading the rows",
 			chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#audit-rows tbody tr.event")).map(r => r.querySelector(".decision").textContent + "|" + r.querySelector(".operation").textContent)`))
