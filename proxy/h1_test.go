@@ -33,6 +33,8 @@ type rawUpstream struct {
 	// abandoned receives the path of a ?hold request whose connection the
 	// proxy closed before the answer.
 	abandoned chan string
+	// afterExtra counts requests that arrived after an ?extra answer.
+	afterExtra atomic.Int64
 }
 
 func newRawUpstream(t *testing.T) *rawUpstream {
@@ -56,16 +58,42 @@ func newRawUpstream(t *testing.T) *rawUpstream {
 			u.wg.Add(1)
 			go func() {
 				defer u.wg.Done()
-				u.serve(tls.Server(c, cfg))
+				cc := &corkConn{Conn: c}
+				u.serve(tls.Server(cc, cfg), cc)
 			}()
 		}
 	}()
 	return u
 }
 
+// corkConn holds what is written while corked and sends it in one write
+// when uncorked: two TLS records in one TCP segment.
+type corkConn struct {
+	net.Conn
+	corked bool
+	buf    []byte
+}
+
+func (c *corkConn) Write(p []byte) (int, error) {
+	if c.corked {
+		c.buf = append(c.buf, p...)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *corkConn) uncork() error {
+	c.corked = false
+	_, err := c.Conn.Write(c.buf)
+	c.buf = nil
+	return err
+}
+
 // serve answers one request by its path, then closes the connection 50 ms
 // later without having said so: the proxy holds it as idle meanwhile.
-func (u *rawUpstream) serve(c *tls.Conn) {
+// With ?extra it also sends an unasked-for answer, a TLS record of its
+// own in the same segment, and counts any request that follows.
+func (u *rawUpstream) serve(c *tls.Conn, cc *corkConn) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(c)
@@ -91,6 +119,17 @@ func (u *rawUpstream) serve(c *tls.Conn) {
 		io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"+
 			"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhints")
 	default:
+		if req.URL.Query().Has("extra") {
+			cc.corked = true
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")
+			_ = cc.uncork()
+			_ = c.SetReadDeadline(time.Now().Add(time.Second))
+			if _, err := http.ReadRequest(br); err == nil {
+				u.afterExtra.Add(1)
+			}
+			return
+		}
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -640,5 +679,30 @@ func TestReadDeadlineKeepsOnlyADeadlineAhead(t *testing.T) {
 	want := []time.Time{now.Add(2 * time.Second), now.Add(2200 * time.Millisecond), now.Add(3300 * time.Millisecond), {}}
 	if !slices.Equal(rec.set, want) {
 		t.Fatalf("deadlines set = %v, want %v", rec.set, want)
+	}
+}
+
+// An upstream that sends more than it was asked for: the next answer on
+// that connection is already read (a TLS record of its own, in crypto/tls's
+// buffer) when the next request is written. That request, held for the
+// read of its answer, is never sent: no read happens. It is not sent
+// later either, and the connection is not reused.
+func TestUpstreamUnaskedAnswerIsNotFollowedByAHeldRequest(t *testing.T) {
+	e, u := newRawUpstreamEnv(t)
+	tc, br := e.rawTunnel(t, apiHost+":443")
+	if resp, body := rawRequest(t, tc, br, "GET /user?extra HTTP/1.1\r\nHost: "+apiHost+"\r\n\r\n"); resp.StatusCode != http.StatusOK || string(body) != "ok" {
+		t.Fatalf("first GET = %d %q", resp.StatusCode, body)
+	}
+	// Answered from the unasked-for bytes: that is the upstream's doing.
+	_, _ = rawRequest(t, tc, br, "GET /user HTTP/1.1\r\nHost: "+apiHost+"\r\n\r\n")
+	if resp, body := rawRequest(t, tc, br, "GET /user HTTP/1.1\r\nHost: "+apiHost+"\r\n\r\n"); resp.StatusCode != http.StatusOK || string(body) != "ok" {
+		t.Fatalf("third GET = %d %q, want ok from a new connection", resp.StatusCode, body)
+	}
+	if n := u.conns.Load(); n != 2 {
+		t.Errorf("upstream connections = %d, want 2: the one that sent more is not reused", n)
+	}
+	time.Sleep(1200 * time.Millisecond) // the first connection's wait for more
+	if n := u.afterExtra.Load(); n != 0 {
+		t.Errorf("the upstream received %d requests on the connection whose next answer was already read; a held request must not be sent", n)
 	}
 }
