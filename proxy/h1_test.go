@@ -351,32 +351,39 @@ func TestRawConnHeldWrite(t *testing.T) {
 		t.Fatalf("emptyReads = %d without holding, want 1", c.emptyReads)
 	}
 
-	// A Write that is not held sends what is held first, in order; one
-	// larger than heldMax is not held.
+	// Too much to hold: what is held goes first, in order, then the rest,
+	// and nothing stays held.
 	c.holdWrites(true)
 	_, _ = c.Write([]byte("one,"))
-	c.holdWrites(false)
-	_, _ = c.Write([]byte("two"))
-	if got := readWithin(t, peer, time.Second); got != "one,two" {
-		t.Fatalf("the peer received %q, want one,two", got)
+	big := strings.Repeat("x", heldMax)
+	if n, err := c.Write([]byte(big)); n != len(big) || err != nil {
+		t.Fatalf("Write past heldMax = %d, %v", n, err)
 	}
-	c.holdWrites(true)
-	big := strings.Repeat("x", heldMax+1)
-	_, _ = c.Write([]byte(big))
 	c.holdWrites(false)
-	if got := readWithin(t, peer, time.Second); len(got) == 0 {
-		t.Fatal("a write larger than heldMax was held")
+	if c.heldPending() {
+		t.Fatal("a write past heldMax left bytes held")
 	}
-	_ = readWithin(t, peer, 100*time.Millisecond) // the rest of it
+	_ = peer.SetReadDeadline(time.Now().Add(time.Second))
+	all := make([]byte, 4+heldMax)
+	if _, err := io.ReadFull(peer, all); err != nil || string(all) != "one,"+big {
+		t.Fatalf("the peer received %.20q..., %v; want one, and then the large write", all, err)
+	}
 
-	// Dropped: a request no Read sent never leaves, not even at Close.
+	// Held bytes leave only through a Read: a Write before it drops them,
+	// and so does Close.
+	c.holdWrites(true)
+	_, _ = c.Write([]byte("dropped"))
+	c.holdWrites(false)
+	_, _ = c.Write([]byte("alert"))
+	if got := readWithin(t, peer, time.Second); got != "alert" {
+		t.Fatalf("the peer received %q, want only the later write", got)
+	}
 	c.holdWrites(true)
 	_, _ = c.Write([]byte("never"))
 	c.holdWrites(false)
-	c.dropHeld()
 	_ = c.Close()
 	if got := readWithin(t, peer, time.Second); got != "" {
-		t.Fatalf("the peer received %q after dropHeld and Close", got)
+		t.Fatalf("the peer received %q after Close", got)
 	}
 }
 

@@ -76,14 +76,18 @@ func newRawConn(c net.Conn) net.Conn {
 // that reset, the request's answer can only arrive later and wakes the
 // wait.
 //
+// Held bytes leave only through the next Read. A Write before that Read
+// drops them: the exchange they were for ended unread (a failed request's
+// Close sends an alert), and its request must not go out after the client
+// was told it failed.
+//
 // Only for a request whose answer is the next thing the peer sends: bytes
 // it sent before, unread, with nothing after them, would not wake the
 // wait. That rules out a server's response to a client that may pipeline.
 func (c *rawConn) holdWrites(on bool) { c.holding = on }
 
-// dropHeld forgets a held write that no Read sent: an exchange that failed
-// before reading does not send its request later (a Close's alert would).
-func (c *rawConn) dropHeld() { c.held = c.held[:0] }
+// heldPending reports whether held bytes wait for a Read.
+func (c *rawConn) heldPending() bool { return len(c.held) > 0 }
 
 // sendHeldThenRead is Read's callback while a write is held: the first
 // call sends it and waits for the answer, later calls read.
@@ -165,18 +169,25 @@ func (c *rawConn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if c.holding && len(c.held)+len(p) <= heldMax {
+	if !c.holding {
+		if len(c.held) > 0 {
+			c.held = c.held[:0] // dropped: see holdWrites
+		}
+		return c.writeAll(p)
+	}
+	if len(c.held)+len(p) <= heldMax {
 		c.held = append(c.held, p...)
 		return len(p), nil
 	}
-	if len(c.held) > 0 {
-		// Held bytes go first, in order (TLS records are numbered).
-		c.holding = false
-		if _, err := c.writeAll(c.held); err != nil {
-			c.held = c.held[:0]
+	// Too much to hold: what is held goes first, in order (TLS records are
+	// numbered), and nothing more is held.
+	c.holding = false
+	held := c.held
+	c.held = c.held[:0]
+	if len(held) > 0 {
+		if _, err := c.writeAll(held); err != nil {
 			return 0, err
 		}
-		c.held = c.held[:0]
 	}
 	return c.writeAll(p)
 }

@@ -55,17 +55,10 @@ type h1Conn struct {
 	deadline readDeadline
 }
 
-// dropHeld forgets a request no read sent (rawConn.dropHeld).
-func (c *h1Conn) dropHeld() {
-	if c.rc != nil {
-		c.rc.dropHeld()
-	}
-}
-
 // heldPending reports whether a request waits to be sent: its answer came
 // from bytes read before it (an upstream that sent more than it was asked
 // for), so the connection cannot be reused.
-func (c *h1Conn) heldPending() bool { return c.rc != nil && len(c.rc.held) > 0 }
+func (c *h1Conn) heldPending() bool { return c.rc != nil && c.rc.heldPending() }
 
 // limitedReader reads from r while n > 0; n < 0 means no limit. It counts
 // what it read, so a failed read on a reused connection can tell whether
@@ -239,7 +232,6 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request, watch clientWatcher) (
 			c.rc.holdWrites(false)
 		}
 		if err != nil {
-			c.dropHeld()
 			return nil, err
 		}
 	} else {
@@ -269,9 +261,6 @@ func (s *Server) exchangeH1(c *h1Conn, out *http.Request, watch clientWatcher) (
 		c.deadline.set(headerBy, time.Now())
 	}
 	c.lim.n = -1
-	if err != nil {
-		c.dropHeld()
-	}
 	if err != nil && wrote != nil {
 		_ = c.conn.Close() // stops the writer
 		<-wrote
@@ -510,6 +499,5 @@ func (b *h1Body) done(eof bool) {
 		b.s.h1Pool.put(c, b.s.now())
 		return
 	}
-	c.dropHeld()
 	_ = c.conn.Close()
 }
