@@ -163,3 +163,18 @@ func TestPeerChecks(t *testing.T) {
 		t.Errorf("peerCheck on a missing row = %+v, want unmeasured", c)
 	}
 }
+
+// TestRoundsFlag checks -rounds: 3 by default, taken when positive,
+// refused with the flag's name otherwise.
+func TestRoundsFlag(t *testing.T) {
+	var stderr bytes.Buffer
+	if o, err := parseFlags([]string{"-bin", "x"}, &stderr); err != nil || o.cfg.rounds != 3 {
+		t.Errorf("default rounds = %d, %v; want 3", o.cfg.rounds, err)
+	}
+	if o, err := parseFlags([]string{"-bin", "x", "-rounds", "12"}, &stderr); err != nil || o.cfg.rounds != 12 {
+		t.Errorf("-rounds 12 = %d, %v", o.cfg.rounds, err)
+	}
+	if _, err := parseFlags([]string{"-bin", "x", "-rounds", "0"}, &stderr); err == nil || !strings.Contains(err.Error(), "-rounds") {
+		t.Errorf("-rounds 0: err = %v, want one naming -rounds", err)
+	}
+}
