@@ -402,13 +402,21 @@ func TestRawConnHeldWriteWaitsForARead(t *testing.T) {
 	if got := readWithin(t, peer, 50*time.Millisecond); got != "" {
 		t.Fatalf("the peer received %q from a Read that did not start", got)
 	}
-	_ = c.SetReadDeadline(time.Now().Add(time.Second))
-	go func() { _, _ = io.WriteString(peer, "answer") }()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got := make(chan string, 1)
+	go func() {
+		// The answer follows the request, as holdWrites requires: an
+		// answer sent before it would not wake the Read.
+		b := make([]byte, 64)
+		n, _ := peer.Read(b)
+		got <- string(b[:n])
+		_, _ = io.WriteString(peer, "answer")
+	}()
 	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "answer" {
 		t.Fatalf("Read = %q, %v", buf[:n], err)
 	}
-	if got := readWithin(t, peer, time.Second); got != "request" {
-		t.Fatalf("the peer received %q, want the held request", got)
+	if g := <-got; g != "request" {
+		t.Fatalf("the peer received %q, want the held request", g)
 	}
 }
 
