@@ -17,17 +17,125 @@ type Target struct {
 
 // Check validates a against the installed connectors (the active set): the
 // step's connector is installed and declares the operation, every input and
-// preset is an argument of the operation with an agreeing type, and every
-// required argument of the operation is supplied by an input or a preset.
-// It returns the resolved target and the problems, each with its line.
+// preset is an argument of the operation with an agreeing type, every
+// required argument of the operation is supplied by an input or a preset,
+// a [[requires.connectors]] hash matches the installed connector's and an
+// [approval.preview] names an operation of the connector. It returns the
+// resolved target and the problems (warnings included, see HasErrors),
+// each with its line. It works on a partly valid Action too (as Inspect
+// passes it), skipping what was already reported.
 func (a *Action) Check(conns []policy.Connector) (Target, []Problem) {
 	c := &checker{lines: a.lines}
-	t := c.resolve(a, conns)
+	c.hashes(a, conns)
+	var t Target
+	if a.Execute.Connector != "" {
+		t = c.resolve(a, conns)
+	}
 	if t.Operation != nil {
 		c.arguments(a, t)
 	}
-	sort.SliceStable(c.problems, func(i, j int) bool { return c.problems[i].Line < c.problems[j].Line })
+	if a.Preview != nil && a.Preview.Op != "" && a.Execute.Connector != "" {
+		c.checkPreview(a, conns)
+	}
+	sortProblems(c.problems)
 	return t, c.problems
+}
+
+// hashes compares each [[requires.connectors]] digest with the installed
+// connector of that FQN, when one is installed.
+func (c *checker) hashes(a *Action, conns []policy.Connector) {
+	for i, r := range a.Requires {
+		if r.Hash == "" || r.Name == "" {
+			continue
+		}
+		p := fmt.Sprintf("requires.connectors[%d].hash", i)
+		for _, cn := range conns {
+			if cn.Spec == nil || cn.Spec.Connector.FQN != r.Name {
+				continue
+			}
+			switch {
+			case cn.Hash == "":
+				c.warn(p, "connector %q was not installed from the store, so its digest is unknown and %s is not checked", r.Name, r.Hash)
+			case !strings.EqualFold(cn.Hash, r.Hash):
+				c.fail(p, "connector %q is installed as %s, but the action requires %s; install the connector package the action was released with, or the action's release for the installed connector", r.Name, cn.Hash, r.Hash)
+			}
+		}
+	}
+}
+
+// specOf returns the installed spec of fqn and every installed FQN.
+func specOf(conns []policy.Connector, fqn string) (*policy.Spec, []string) {
+	var spec *policy.Spec
+	var fqns []string
+	for _, cn := range conns {
+		if cn.Spec == nil {
+			continue
+		}
+		fqns = append(fqns, cn.Spec.Connector.FQN)
+		if cn.Spec.Connector.FQN == fqn {
+			spec = cn.Spec
+		}
+	}
+	sort.Strings(fqns)
+	return spec, fqns
+}
+
+// checkPreview checks [approval.preview] against the step's connector: the
+// operation is declared, its args are arguments of it, and every
+// "${args.<name>}" names an input of the action.
+func (c *checker) checkPreview(a *Action, conns []policy.Connector) {
+	pv := a.Preview
+	spec, _ := specOf(conns, a.Execute.Connector)
+	if spec == nil {
+		return // the step's check reports it
+	}
+	var op *policy.Operation
+	var ops []string
+	for ti := range spec.Tools {
+		for oi := range spec.Tools[ti].Operations {
+			o := &spec.Tools[ti].Operations[oi]
+			if !contains(ops, o.Name) {
+				ops = append(ops, o.Name)
+			}
+			if o.Name == pv.Op && op == nil {
+				op = o
+			}
+		}
+	}
+	if op == nil {
+		sort.Strings(ops)
+		c.fail("approval.preview.op", "[approval.preview]: connector %q declares no operation %q; it offers: %s", a.Execute.Connector, pv.Op, listOrNone(ops))
+		return
+	}
+	takes := map[string]bool{}
+	var names []string
+	for _, in := range op.Inputs {
+		takes[in.Name] = true
+		names = append(names, in.Name)
+	}
+	for _, pp := range PathParams(op.Path) {
+		if !takes[pp] {
+			takes[pp] = true
+			names = append(names, pp)
+		}
+	}
+	declared := map[string]bool{}
+	for _, in := range a.Inputs {
+		declared[in.Name] = true
+	}
+	for _, k := range sortedKeys(pv.Args) {
+		p := "approval.preview.args." + k
+		if !takes[k] {
+			c.fail(p, "[approval.preview]: %q is not an argument of operation %q; it takes: %s", k, pv.Op, listOrNone(names))
+		}
+		if s, ok := pv.Args[k].(string); ok {
+			if ref, ok := strings.CutPrefix(s, "${args."); ok && strings.HasSuffix(ref, "}") {
+				if ref = strings.TrimSuffix(ref, "}"); !declared[ref] {
+					c.fail(p, "[approval.preview]: %q refers to %q, which is not an input of the action", s, ref)
+				}
+			}
+		}
+	}
 }
 
 func (c *checker) resolve(a *Action, conns []policy.Connector) Target {
@@ -47,6 +155,9 @@ func (c *checker) resolve(a *Action, conns []policy.Connector) Target {
 		sort.Strings(fqns)
 		c.fail("execute[0].connector", "connector %q is not installed; install it first with \"aileron-proxy connector install <package>\" (installed: %s)", s.Connector, listOrNone(fqns))
 		return Target{}
+	}
+	if s.Op == "" {
+		return Target{} // reported by Parse
 	}
 	var found []Target
 	var tools, ops []string
@@ -112,12 +223,15 @@ func (c *checker) arguments(a *Action, t Target) {
 	for i, in := range a.Inputs {
 		supplied[in.Name] = true
 		p := fmt.Sprintf("inputs[%d]", i)
+		if i < len(a.inputPaths) {
+			p = a.inputPaths[i]
+		}
 		want, ok := opInputs[in.Name]
 		if !ok {
 			c.fail(p+".name", "input %q is not an argument of %s; it takes: %s", in.Name, where, listOrNone(names))
 			continue
 		}
-		if !typeAgrees(in.Type, want.Type) {
+		if !a.untyped[p] && !typeAgrees(in.Type, want.Type) {
 			at := p + ".type"
 			if _, ok := c.lines[at]; !ok {
 				at = p + ".name"
@@ -139,6 +253,9 @@ func (c *checker) arguments(a *Action, t Target) {
 	}
 	var missing []string
 	for _, n := range names {
+		if a.incomplete {
+			break // an invalid input or preset may be the one; Parse reported it
+		}
 		if required[n] && !supplied[n] {
 			missing = append(missing, n)
 		}
@@ -211,6 +328,13 @@ func (a *Action) Merge(args map[string]any) (map[string]any, []ArgProblem) {
 		}
 		if got := jsonType(args[k]); args[k] == nil || !typeAgrees(got, in.Type) {
 			problems = append(problems, ArgProblem{k, fmt.Sprintf("must be %s", articled(in.Type))})
+		} else if list, ok := args[k].([]any); ok && in.ItemsType != "" {
+			for i, e := range list {
+				if e == nil || !typeAgrees(jsonType(e), in.ItemsType) {
+					problems = append(problems, ArgProblem{k, fmt.Sprintf("element %d must be %s (items_type)", i, articled(in.ItemsType))})
+					break
+				}
+			}
 		}
 	}
 	for _, in := range a.Inputs {

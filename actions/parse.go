@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2"
@@ -22,15 +23,63 @@ const MaxFileSize = 256 << 10
 // fence opens and closes the TOML front matter.
 const fence = "+++"
 
+// Severity says whether a Problem refuses the manifest. The zero value is
+// an error.
+type Severity int
+
+// Severities.
+const (
+	// SeverityError refuses the manifest.
+	SeverityError Severity = iota
+	// SeverityWarning is reported but accepted.
+	SeverityWarning
+)
+
+// String returns "error" or "warning".
+func (s Severity) String() string {
+	if s == SeverityWarning {
+		return "warning"
+	}
+	return "error"
+}
+
 // Problem is one thing wrong with a manifest, located by the line of the
 // whole file it is on (the opening "+++" is line 1).
 type Problem struct {
 	Line    int
 	Message string
+	// Severity is SeverityError unless the problem is only a warning.
+	Severity Severity
 }
 
-// String returns "line <n>: <message>".
-func (p Problem) String() string { return fmt.Sprintf("line %d: %s", p.Line, p.Message) }
+// IsWarning reports whether the problem is only a warning.
+func (p Problem) IsWarning() bool { return p.Severity == SeverityWarning }
+
+// String returns "line <n>: <message>", with "warning: " before the
+// message of a warning.
+func (p Problem) String() string { return fmt.Sprintf("line %d: %s", p.Line, p.text()) }
+
+func (p Problem) text() string {
+	if p.IsWarning() {
+		return "warning: " + p.Message
+	}
+	return p.Message
+}
+
+// HasErrors reports whether problems hold anything but warnings.
+func HasErrors(problems []Problem) bool {
+	for _, p := range problems {
+		if !p.IsWarning() {
+			return true
+		}
+	}
+	return false
+}
+
+// sortProblems orders problems by line, keeping the order of each line's.
+func sortProblems(problems []Problem) {
+	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Line < problems[j].Line })
+}
 
 // ValidationError lists every problem of a manifest, sorted by line.
 type ValidationError struct {
@@ -50,17 +99,50 @@ func newValidationError(problems []Problem) error {
 	if len(problems) == 0 {
 		return nil
 	}
-	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Line < problems[j].Line })
+	sortProblems(problems)
 	return &ValidationError{Problems: problems}
 }
 
 // Parse parses an action.md and checks everything that does not depend on
 // the installed connectors (see Check for the rest). On failure it returns a
-// *ValidationError listing every problem with its line.
+// *ValidationError listing every problem with its line, warnings included;
+// on success the warnings are in the Action's Warnings.
 func Parse(data []byte) (*Action, error) {
+	a, problems := parse(data)
+	if HasErrors(problems) {
+		return nil, newValidationError(problems)
+	}
+	a.Warnings = problems
+	return a, nil
+}
+
+// Inspect parses an action.md and checks it against conns (the active
+// connectors) in one pass: the connector checks run on whatever parsed, so
+// an undeclared operation is reported together with a bad name or an
+// unknown key. It returns every problem, warnings included, sorted by
+// line; the Action is nil only when the file is not TOML front matter at
+// all, and is valid only when HasErrors(problems) is false.
+func Inspect(data []byte, conns []policy.Connector) (*Action, Target, []Problem) {
+	a, problems := parse(data)
+	if a == nil {
+		return nil, Target{}, problems
+	}
+	t, more := a.Check(conns)
+	problems = append(problems, more...)
+	sortProblems(problems)
+	if HasErrors(problems) {
+		t = Target{}
+	}
+	return a, t, problems
+}
+
+// parse builds an Action from data and returns it with every problem found
+// without the connectors, sorted by line. The Action is nil when the front
+// matter cannot be split or decoded; otherwise it holds whatever was valid.
+func parse(data []byte) (*Action, []Problem) {
 	front, body, frontLine, problems := splitFrontMatter(data)
 	if len(problems) > 0 {
-		return nil, newValidationError(problems)
+		return nil, problems
 	}
 	var doc map[string]any
 	if err := toml.Unmarshal(front, &doc); err != nil {
@@ -70,16 +152,14 @@ func Parse(data []byte) (*Action, error) {
 		if errors.As(err, &de) {
 			line, _ = de.Position()
 		}
-		return nil, newValidationError([]Problem{{Line: frontLine + line - 1, Message: "invalid TOML: " + msg}})
+		return nil, []Problem{{Line: frontLine + line - 1, Message: "invalid TOML: " + msg}}
 	}
 	c := &checker{lines: keyLines(front, frontLine)}
 	a := c.action(doc)
 	a.Description = strings.TrimSpace(string(body))
 	a.lines = c.lines
-	if err := newValidationError(c.problems); err != nil {
-		return nil, err
-	}
-	return a, nil
+	sortProblems(c.problems)
+	return a, c.problems
 }
 
 // splitFrontMatter returns the TOML between the "+++" lines, the Markdown
@@ -87,9 +167,9 @@ func Parse(data []byte) (*Action, error) {
 func splitFrontMatter(data []byte) (front, body []byte, frontLine int, problems []Problem) {
 	switch {
 	case len(data) > MaxFileSize:
-		return nil, nil, 0, []Problem{{1, fmt.Sprintf("the file is larger than %d bytes; keep action.md to the manifest and its description", MaxFileSize)}}
+		return nil, nil, 0, []Problem{{Line: 1, Message: fmt.Sprintf("the file is larger than %d bytes; keep action.md to the manifest and its description", MaxFileSize)}}
 	case !utf8.Valid(data):
-		return nil, nil, 0, []Problem{{1, "the file is not UTF-8 text; save it as UTF-8"}}
+		return nil, nil, 0, []Problem{{Line: 1, Message: "the file is not UTF-8 text; save it as UTF-8"}}
 	}
 	rest := data
 	line := 0
@@ -103,14 +183,14 @@ func splitFrontMatter(data []byte) (front, body []byte, frontLine int, problems 
 		return strings.TrimRight(string(l), " \t\r"), true
 	}
 	if first, _ := next(); first != fence {
-		return nil, nil, 0, []Problem{{1, `the file must start with a "+++" line opening the TOML front matter, e.g. "+++\nname = \"send-email\"\n...\n+++"`}}
+		return nil, nil, 0, []Problem{{Line: 1, Message: `the file must start with a "+++" line opening the TOML front matter, e.g. "+++\nname = \"send-email\"\n...\n+++"`}}
 	}
 	start := len(data) - len(rest)
 	for {
 		end := len(data) - len(rest)
 		l, ok := next()
 		if !ok {
-			return nil, nil, 0, []Problem{{line, `the front matter opened by the "+++" on line 1 is never closed; add a "+++" line after the last TOML line`}}
+			return nil, nil, 0, []Problem{{Line: line, Message: `the front matter opened by the "+++" on line 1 is never closed; add a "+++" line after the last TOML line`}}
 		}
 		if l == fence {
 			return data[start:end], rest, 2, nil
@@ -143,6 +223,10 @@ func (c *checker) line(p string) int {
 
 func (c *checker) fail(p, format string, args ...any) {
 	c.problems = append(c.problems, Problem{Line: c.line(p), Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) warn(p, format string, args ...any) {
+	c.problems = append(c.problems, Problem{Line: c.line(p), Message: fmt.Sprintf(format, args...), Severity: SeverityWarning})
 }
 
 func join(parent, key string) string {
@@ -300,35 +384,53 @@ func (c *checker) action(doc map[string]any) *Action {
 		}
 	}
 	if v, ok := top["approval"]; ok {
-		if m, ok := c.table("approval", v, "required"); ok {
+		if m, ok := c.table("approval", v, "required", "preview"); ok {
 			a.ApprovalRequired, _ = c.boolean(m, "approval", "required")
+			if pv, ok := m["preview"]; ok {
+				a.Preview = c.parsePreview(pv)
+			}
 		}
 	}
 	seen := map[string]int{}
+	// Problems with the inputs (or presets, see execute) leave arguments
+	// unknown: Check then does not call required arguments missing.
+	before := len(c.problems)
 	for i, t := range c.tables(top, "", "inputs") {
-		in := c.input(fmt.Sprintf("inputs[%d]", i), t)
+		p := fmt.Sprintf("inputs[%d]", i)
+		in, typed := c.input(p, t)
 		if in.Name == "" {
 			continue
 		}
 		if first, dup := seen[in.Name]; dup {
-			c.fail(fmt.Sprintf("inputs[%d].name", i), "duplicate input %q (line %d declares it too); input names must be unique", in.Name, c.line(fmt.Sprintf("inputs[%d].name", first)))
+			c.fail(p+".name", "duplicate input %q (line %d declares it too); input names must be unique", in.Name, c.line(fmt.Sprintf("inputs[%d].name", first)))
 			continue
 		}
 		seen[in.Name] = i
 		a.Inputs = append(a.Inputs, in)
+		a.inputPaths = append(a.inputPaths, p)
+		if !typed {
+			if a.untyped == nil {
+				a.untyped = map[string]bool{}
+			}
+			a.untyped[p] = true
+		}
 	}
+	a.incomplete = len(c.problems) > before
 	c.execute(top, a)
 	return a
 }
 
 func (c *checker) requirement(p string, t map[string]any) Requirement {
 	var r Requirement
-	m, _ := c.table(p, t, "name", "version", "capabilities")
+	m, _ := c.table(p, t, "name", "version", "hash", "capabilities")
 	if v, ok := c.str(m, p, "name"); ok || m["name"] == nil {
 		r.Name = c.fqn(join(p, "name"), v)
 	}
 	r.Version, _ = c.str(m, p, "version")
 	c.version(join(p, "version"), r.Version)
+	if v, ok := c.str(m, p, "hash"); ok {
+		r.Hash = c.hash(join(p, "hash"), v)
+	}
 	if v, ok := m["capabilities"]; ok {
 		list, ok := v.([]any)
 		if !ok {
@@ -346,9 +448,11 @@ func (c *checker) requirement(p string, t map[string]any) Requirement {
 	return r
 }
 
-func (c *checker) input(p string, t map[string]any) Input {
-	var in Input
-	m, _ := c.table(p, t, "name", "type", "description", "required")
+// input builds one [[inputs]] entry; typed is false when its type was
+// invalid (and left as string).
+func (c *checker) input(p string, t map[string]any) (in Input, typed bool) {
+	typed = true
+	m, _ := c.table(p, t, "name", "type", "description", "required", "label", "multiline", "items_type")
 	if v, ok := c.str(m, p, "name"); ok {
 		if c.name(join(p, "name"), "input", v, "to") {
 			in.Name = v
@@ -360,13 +464,122 @@ func (c *checker) input(p string, t map[string]any) Input {
 	if v, ok := c.str(m, p, "type"); ok {
 		if !isInputType(policy.InputType(v)) {
 			c.fail(join(p, "type"), "%s %q is not a type; use string, integer, number, boolean, array or object", join(p, "type"), v)
+			typed = false
 		} else {
 			in.Type = policy.InputType(v)
 		}
 	}
 	in.Description, _ = c.str(m, p, "description")
 	in.Required, _ = c.boolean(m, p, "required")
-	return in
+	if v, ok := c.str(m, p, "label"); ok {
+		in.Label = c.label(join(p, "label"), v)
+	}
+	if b, ok := c.boolean(m, p, "multiline"); ok && b {
+		if typed && in.Type != policy.InputString {
+			c.fail(join(p, "multiline"), "%s: multiline applies to string inputs, and input %q is %s; remove multiline or set type = \"string\"", join(p, "multiline"), in.Name, articled(in.Type))
+		} else {
+			in.Multiline = true
+		}
+	}
+	if v, ok := c.str(m, p, "items_type"); ok {
+		switch {
+		case !isInputType(policy.InputType(v)):
+			c.fail(join(p, "items_type"), "%s %q is not a type; use string, integer, number, boolean, array or object", join(p, "items_type"), v)
+		case typed && in.Type != policy.InputArray:
+			c.fail(join(p, "items_type"), "%s: items_type applies to array inputs, and input %q is %s; remove items_type or set type = \"array\"", join(p, "items_type"), in.Name, articled(in.Type))
+		default:
+			in.ItemsType = policy.InputType(v)
+		}
+	}
+	return in, typed
+}
+
+// maxLabel caps an input's label, in characters.
+const maxLabel = 80
+
+// label checks a display label: one line of text, at most maxLabel
+// characters.
+func (c *checker) label(p, v string) string {
+	switch {
+	case strings.TrimSpace(v) == "":
+		c.fail(p, "%s is empty; write a short display name such as \"To\", or remove it", p)
+	case strings.ContainsFunc(v, unicode.IsControl):
+		c.fail(p, "%s %q holds a line break or control character; a label is one line of text", p, v)
+	case utf8.RuneCountInString(v) > maxLabel:
+		c.fail(p, "%s is %d characters long; keep a label to %d (put the rest in description)", p, utf8.RuneCountInString(v), maxLabel)
+	default:
+		return v
+	}
+	return ""
+}
+
+// hash checks a [[requires.connectors]] hash: "sha256:" and 64 hex digits
+// (returned in lower case), or a placeholder such as
+// "sha256:bound-at-release" that release tooling replaces (accepted with a
+// warning; "" is returned).
+func (c *checker) hash(p, v string) string {
+	rest, ok := strings.CutPrefix(v, "sha256:")
+	allHex := rest != "" && strings.Trim(strings.ToLower(rest), "0123456789abcdef") == ""
+	switch {
+	case !ok || rest == "":
+		c.fail(p, `%s %q is not a digest; write "sha256:" and the 64 hex digits of the connector package (see "aileron-proxy connector list"), or remove it`, p, v)
+	case allHex && len(rest) != 64:
+		c.fail(p, "%s %q has %d hex digits; a sha256 digest has 64", p, v, len(rest))
+	case allHex:
+		return "sha256:" + strings.ToLower(rest)
+	default:
+		c.warn(p, `%s %q is a placeholder, not a digest: the installed connector is not checked against it; a released manifest carries "sha256:" and 64 hex digits`, p, v)
+	}
+	return ""
+}
+
+// parsePreview reads [approval.preview]: op, args (an inline table) and
+// [approval.preview.render] (labels to response fields).
+func (c *checker) parsePreview(v any) *Preview {
+	const p = "approval.preview"
+	m, ok := c.table(p, v, "op", "args", "render")
+	if !ok {
+		return nil
+	}
+	pv := &Preview{}
+	if op, ok := c.str(m, p, "op"); ok {
+		if c.name(join(p, "op"), "operation", op, "get_file_metadata") {
+			pv.Op = op
+		}
+	} else if _, present := m["op"]; !present {
+		c.fail(p, `[approval.preview]: op is required; name a read-only operation of the step's connector, e.g. op = "get_file_metadata"`)
+	}
+	if av, ok := m["args"]; ok {
+		ap := join(p, "args")
+		if args, isTable := av.(map[string]any); !isTable {
+			c.fail(ap, `%s must be a table, e.g. args = { file_id = "${args.file_id}" }`, ap)
+		} else {
+			pv.Args = map[string]any{}
+			for _, k := range sortedKeys(args) {
+				jv, err := toJSON(args[k])
+				if err != nil {
+					c.fail(join(ap, k), "%s: %s", join(ap, k), err.Error())
+					continue
+				}
+				pv.Args[k] = jv
+			}
+		}
+	}
+	if rv, ok := m["render"]; ok {
+		rp := join(p, "render")
+		if render, isTable := rv.(map[string]any); !isTable {
+			c.fail(rp, "%s must be a table of labels to response fields; write it as [%s]", rp, rp)
+		} else {
+			pv.Render = map[string]string{}
+			for _, k := range sortedKeys(render) {
+				if s, ok := c.str(render, rp, k); ok {
+					pv.Render[k] = s
+				}
+			}
+		}
+	}
+	c.warn(p, "[approval.preview] is checked but not fetched: the approval shows the held request and its audit fields instead of the %q response", pv.Op)
+	return pv
 }
 
 func isInputType(t policy.InputType) bool {
@@ -422,8 +635,11 @@ func (c *checker) execute(top map[string]any, a *Action) {
 		args, isTable := v.(map[string]any)
 		if !isTable {
 			c.fail(ap, "%s must be a table; write it as [execute.args] under the step", ap)
+			a.incomplete = true
 			return
 		}
+		before := len(c.problems)
+		defer func() { a.incomplete = a.incomplete || len(c.problems) > before }()
 		s.Args = map[string]any{}
 		for _, k := range sortedKeys(args) {
 			if !c.name(join(ap, k), "argument", k, "format") {

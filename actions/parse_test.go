@@ -2,7 +2,6 @@ package actions
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,18 +54,8 @@ func TestValidationErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var problems []Problem
-		a, err := Parse(data)
-		var ve *ValidationError
-		switch {
-		case errors.As(err, &ve):
-			problems = ve.Problems
-		case err != nil:
-			t.Fatalf("Parse(%s) = %v, want a *ValidationError", f, err)
-		default:
-			_, problems = a.Check(conns)
-		}
-		if len(problems) == 0 {
+		_, _, problems := Inspect(data, conns)
+		if !HasErrors(problems) {
 			t.Errorf("%s: no problems, want at least one", f)
 		}
 		b.WriteString("== " + filepath.Base(f) + "\n")

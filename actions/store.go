@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -127,71 +128,99 @@ type FileError struct {
 }
 
 // Error returns the path and every problem, one per line, each as
-// "<path>:<line>: <message>".
+// "<path>:<line>: <message>" ("<path>:<line>: warning: <message>" for a
+// warning).
 func (e *FileError) Error() string {
 	lines := make([]string, len(e.Err.Problems))
 	for i, p := range e.Err.Problems {
-		lines[i] = fmt.Sprintf("%s:%d: %s", e.Path, p.Line, p.Message)
+		lines[i] = fmt.Sprintf("%s:%d: %s", e.Path, p.Line, p.text())
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Errors returns how many of the problems are errors (not warnings).
+func (e *FileError) Errors() int {
+	n := 0
+	for _, p := range e.Err.Problems {
+		if !p.IsWarning() {
+			n++
+		}
+	}
+	return n
+}
+
+// Warning is a warning about a manifest that was accepted.
+type Warning struct {
+	Path string
+	Problem
+}
+
+// String returns "<path>:<line>: warning: <message>".
+func (w Warning) String() string { return fmt.Sprintf("%s:%d: %s", w.Path, w.Line, w.text()) }
 
 // Unwrap returns the *ValidationError.
 func (e *FileError) Unwrap() error { return e.Err }
 
 // Validate parses every manifest at path (as Install reads it) and checks
-// it against conns, the active connectors. It returns the parsed actions,
-// or an error joining one *FileError per invalid manifest.
-func Validate(path string, conns []policy.Connector) ([]*Action, error) {
+// it against conns, the active connectors, reporting every problem of a
+// manifest in one pass (see Inspect). It returns the parsed actions and
+// their warnings, or an error joining one *FileError per invalid manifest
+// (its warnings included).
+func Validate(path string, conns []policy.Connector) ([]*Action, []Warning, error) {
 	ms, err := readManifests(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return validateManifests(ms, conns)
 }
 
 // validateManifests parses and checks manifests already read, as Validate
 // describes.
-func validateManifests(ms []manifest, conns []policy.Connector) ([]*Action, error) {
+func validateManifests(ms []manifest, conns []policy.Connector) ([]*Action, []Warning, error) {
 	var errs []error
 	var out []*Action
+	var warnings []Warning
 	for _, m := range ms {
-		a, err := Parse(m.data)
-		var problems []Problem
-		var ve *ValidationError
-		switch {
-		case errors.As(err, &ve):
-			problems = ve.Problems
-		case err != nil:
-			return nil, err
-		default:
-			_, problems = a.Check(conns)
-		}
-		if len(problems) > 0 {
+		a, _, problems := Inspect(m.data, conns)
+		if HasErrors(problems) {
 			errs = append(errs, &FileError{Path: m.path, Err: &ValidationError{Problems: problems}})
 			continue
+		}
+		for _, p := range problems {
+			warnings = append(warnings, Warning{Path: m.path, Problem: p})
 		}
 		out = append(out, a)
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
-	return out, nil
+	return out, warnings, nil
 }
 
 // Install validates every manifest at path against conns and adds them to
 // the store; when any is invalid nothing is installed. Installing a
 // manifest already present changes nothing. Each manifest is written to
-// tmp/, synced and renamed to sha256/<hex> under the store's lock.
-func (s *Store) Install(path string, conns []policy.Connector) ([]Installed, error) {
+// tmp/, synced and renamed to sha256/<hex> under the store's lock. The
+// warnings of the manifests are returned with the entries.
+func (s *Store) Install(path string, conns []policy.Connector) ([]Installed, []Warning, error) {
 	// Read once: the bytes validated are the bytes installed.
 	ms, err := readManifests(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if _, err := validateManifests(ms, conns); err != nil {
-		return nil, err
+	_, warnings, err := validateManifests(ms, conns)
+	if err != nil {
+		return nil, nil, err
 	}
+	installed, err := s.install(ms, conns)
+	if err != nil {
+		return nil, nil, err
+	}
+	return installed, warnings, nil
+}
+
+// install writes valid manifests into the store, as Install describes.
+func (s *Store) install(ms []manifest, conns []policy.Connector) ([]Installed, error) {
 	for _, d := range []string{s.hashDir(), s.tmpDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("creating the action store: %w", err)
@@ -401,8 +430,8 @@ func resolve(entries []Installed, conns []policy.Connector) {
 		}
 		seen[e.Action.Name] = true
 		t, problems := e.Action.Check(conns)
-		if len(problems) > 0 {
-			e.Status = StatusBrokenPrefix + problems[0].Message
+		if i := slices.IndexFunc(problems, func(p Problem) bool { return !p.IsWarning() }); i >= 0 {
+			e.Status = StatusBrokenPrefix + problems[i].Message
 			continue
 		}
 		e.Target, e.Status = t, StatusOK

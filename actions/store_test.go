@@ -42,7 +42,7 @@ func TestStoreInstallSupersedeRemove(t *testing.T) {
 	pkg := t.TempDir()
 	writeAction(t, pkg, "send", "1.0.0")
 	writeAction(t, pkg, "notify", "0.1.0")
-	got, err := s.Install(pkg, conns)
+	got, _, err := s.Install(pkg, conns)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("Install(package dir) = %v, %v; want 2 entries", got, err)
 	}
@@ -56,13 +56,13 @@ func TestStoreInstallSupersedeRemove(t *testing.T) {
 		}
 	}
 	// Idempotent: the same content installs to the same entry.
-	again, err := s.Install(filepath.Join(pkg, "actions", "send", FileName), conns)
+	again, _, err := s.Install(filepath.Join(pkg, "actions", "send", FileName), conns)
 	if err != nil || len(again) != 1 || again[0].Hash != got[1].Hash && again[0].Hash != got[0].Hash {
 		t.Fatalf("reinstall = %v, %v; want the existing entry", again, err)
 	}
 	// A newer version supersedes.
 	newer := t.TempDir()
-	if _, err := s.Install(writeAction(t, newer, "send", "1.1.0"), conns); err != nil {
+	if _, _, err := s.Install(writeAction(t, newer, "send", "1.1.0"), conns); err != nil {
 		t.Fatal(err)
 	}
 	list, err := s.List(conns)
@@ -110,7 +110,7 @@ func TestStoreInstallRefusesInvalid(t *testing.T) {
 	bad := filepath.Join(pkg, "actions", "bad", FileName)
 	os.MkdirAll(filepath.Dir(bad), 0o755)
 	os.WriteFile(bad, []byte("+++\nname = \"bad\"\n+++\n"), 0o644)
-	_, err := s.Install(pkg, testConnectors(t))
+	_, _, err := s.Install(pkg, testConnectors(t))
 	var fe *FileError
 	if !errors.As(err, &fe) || fe.Path != bad || !strings.Contains(err.Error(), bad+":1: exactly one [[execute]]") {
 		t.Fatalf("Install = %v, want a FileError for %s line 1", err, bad)
@@ -128,7 +128,7 @@ func TestStoreInstallRefusesFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Install(fifo, testConnectors(t)); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, _, err := s.Install(fifo, testConnectors(t)); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("Install(FIFO) = %v, want a not-a-regular-file error", err)
 	}
 }

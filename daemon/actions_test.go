@@ -50,7 +50,7 @@ func TestActionsReloadWhileServing(t *testing.T) {
 	}
 	astore, _ := actions.OpenStore(home)
 	conns, _ := cstore.Load()
-	if _, err := astore.Install(manifest, conns.Active); err != nil {
+	if _, _, err := astore.Install(manifest, conns.Active); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("action install", func() bool { _, ok := d.activeActions()["find"]; return ok })

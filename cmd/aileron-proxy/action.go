@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -78,7 +77,28 @@ func actionInvalid(w io.Writer, path string, err error, tail string) error {
 		return err
 	}
 	fmt.Fprintln(w, err.Error())
-	return fmt.Errorf("%s holds invalid action manifests (%s)%s", path, connPlural(strings.Count(err.Error(), "\n")+1, "problem"), tail)
+	n := 0
+	for _, e := range unjoin(err) {
+		if errors.As(e, &fe) {
+			n += fe.Errors()
+		}
+	}
+	return fmt.Errorf("%s holds invalid action manifests (%s)%s", path, connPlural(n, "error"), tail)
+}
+
+// unjoin returns the errors errors.Join joined into err, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// actionWarnings prints the warnings of accepted manifests to w.
+func actionWarnings(w io.Writer, warnings []actions.Warning) {
+	for _, wr := range warnings {
+		fmt.Fprintln(w, wr.String())
+	}
 }
 
 func newActionValidateCmd(a *app) *cobra.Command {
@@ -88,10 +108,12 @@ func newActionValidateCmd(a *app) *cobra.Command {
 		Long: `Check action manifests without installing them. PATH is an action.md or a
 directory holding actions/*/action.md (a connector package).
 
-Every problem is printed to stdout, one per line, as "<file>:<line>: <message>"
-(the opening "+++" is line 1). Operations are checked against the connectors
-installed in the store. Exit status: 0 valid, 1 invalid or unreadable, 2 usage
-error.`,
+Every problem of a manifest is printed in one pass to stdout, one per line,
+sorted by line, as "<file>:<line>: <message>" (the opening "+++" is line 1);
+warnings read "<file>:<line>: warning: <message>" and do not make a manifest
+invalid. Operations and [[requires.connectors]] hashes are checked against the
+connectors installed in the store. Exit status: 0 valid (warnings or not), 1
+invalid or unreadable, 2 usage error.`,
 		Example: `  aileron-proxy action validate ./actions/send-email/action.md
   aileron-proxy action validate ./aileron-connector-google`,
 		Args:                  usageArgs(cobra.ExactArgs(1)),
@@ -101,10 +123,11 @@ error.`,
 			if err != nil {
 				return err
 			}
-			valid, err := actions.Validate(args[0], conns)
+			valid, warnings, err := actions.Validate(args[0], conns)
 			if err != nil {
 				return actionInvalid(a.stdout, args[0], err, "")
 			}
+			actionWarnings(a.stdout, warnings)
 			for _, act := range valid {
 				fmt.Fprintf(a.stdout, "valid: %s %s: %s %s\n", act.Name, connVersionLabel(act.Version), act.Execute.Connector, act.Execute.Op)
 			}
@@ -126,8 +149,9 @@ so installing the same content again changes nothing; a higher version of an
 action supersedes the installed one. A running serve picks the change up
 within its reload interval.
 
-Prints "installed <name> <version> sha256:<hex>" per action. Exit status: 0
-installed, 1 invalid manifest or I/O error, 2 usage error.`,
+Prints "installed <name> <version> sha256:<hex>" per action, and each warning
+to stderr as "<file>:<line>: warning: <message>". Exit status: 0 installed, 1
+invalid manifest or I/O error, 2 usage error.`,
 		Example: `  aileron-proxy action install ./actions/send-email/action.md
   aileron-proxy action install ./aileron-connector-google`,
 		Args:                  usageArgs(cobra.ExactArgs(1)),
@@ -137,10 +161,11 @@ installed, 1 invalid manifest or I/O error, 2 usage error.`,
 			if err != nil {
 				return err
 			}
-			installed, err := st.Install(args[0], conns)
+			installed, warnings, err := st.Install(args[0], conns)
 			if err != nil {
 				return actionInvalid(a.stderr, args[0], err, "; nothing was installed")
 			}
+			actionWarnings(a.stderr, warnings)
 			for _, e := range installed {
 				fmt.Fprintf(a.stdout, "installed %s %s %s\n", e.Action.Name, connVersionLabel(e.Action.Version), e.Hash)
 				if !e.IsActive() {

@@ -100,3 +100,43 @@ func TestToolsRenderActionConflict(t *testing.T) {
 		t.Error("tools render wrote the output directory despite the conflict")
 	}
 }
+
+// TestActionPublishedManifests validates and installs Aileron's published
+// google manifests unchanged: the placeholder hashes are printed as
+// warnings with their lines and do not fail the command.
+func TestActionPublishedManifests(t *testing.T) {
+	home := t.TempDir()
+	pub := filepath.Join("..", "..", "actions", "testdata", "aileron-connector-google")
+	if _, stderr, code := runCLI(t, home, "", nil, "connector", "install", filepath.Join(pub, "connector.aileron.connector.v1.json")); code != exitOK {
+		t.Fatalf("connector install: exit %d %s", code, stderr)
+	}
+	placeholder := `send-email/action.md:19: warning: requires.connectors[0].hash "sha256:bound-at-release" is a placeholder`
+	stdout, _, code := runCLI(t, home, "", nil, "action", "validate", pub)
+	if code != exitOK || !strings.Contains(stdout, placeholder) || strings.Count(stdout, "\nvalid: ") != 21 || !strings.Contains(stdout, "valid: send-email 0.0.0-dev: github://ALRubinger/aileron-connector-google send_email\n") {
+		t.Fatalf("validate published: exit %d\n%s", code, stdout)
+	}
+	stdout, stderr, code := runCLI(t, home, "", nil, "action", "install", pub)
+	if code != exitOK || strings.Count(stdout, "installed ") != 21 || !strings.Contains(stderr, placeholder) || !strings.Contains(stderr, "move-file/action.md:54: warning: [approval.preview]") {
+		t.Fatalf("install published: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	// The same manifest pinned to a digest that is not the installed
+	// connector's is refused, naming both digests.
+	data, err := os.ReadFile(filepath.Join(pub, "actions", "send-email", "action.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := "sha256:" + strings.Repeat("ab", 32)
+	p := filepath.Join(t.TempDir(), "action.md")
+	if err := os.WriteFile(p, []byte(strings.Replace(string(data), "sha256:bound-at-release", wrong, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list, _, _ := runCLI(t, home, "", nil, "connector", "list", "--json")
+	stdout, stderr, code = runCLI(t, home, "", nil, "action", "validate", p)
+	if code != exitFailure || !strings.Contains(stdout, "action.md:19: connector \"github://ALRubinger/aileron-connector-google\" is installed as sha256:") || !strings.Contains(stdout, "but the action requires "+wrong) || !strings.Contains(stderr, "(1 error)") {
+		t.Fatalf("validate with a wrong digest: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	installed := stdout[strings.Index(stdout, "installed as ")+len("installed as ") : strings.Index(stdout, ", but")]
+	if !strings.Contains(list, installed) {
+		t.Errorf("the digest named (%s) is not the one connector list shows:\n%s", installed, list)
+	}
+}
