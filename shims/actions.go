@@ -132,13 +132,45 @@ func actionConflicts(tools []actionTool, specs map[string][]toolRef, agent strin
 }
 
 // actionInputs returns an action's inputs as operation inputs, for the help
-// helpers.
+// helpers. A label and the multi-line hint lead the description:
+// "Body (multi-line): Plain-text body...".
 func actionInputs(a *actions.Action) []policy.Input {
 	out := make([]policy.Input, len(a.Inputs))
 	for i, in := range a.Inputs {
-		out[i] = policy.Input{Name: in.Name, Type: in.Type, Required: in.Required, Description: in.Description}
+		out[i] = policy.Input{Name: in.Name, Type: in.Type, Required: in.Required, Description: inputDescription(in)}
 	}
 	return out
+}
+
+// inputDescription returns the help text of an action input: its label,
+// "(multi-line)" for long text, "(array of <type>)" for a typed array and
+// its description.
+func inputDescription(in actions.Input) string {
+	var head []string
+	if in.Label != "" {
+		head = append(head, in.Label)
+	}
+	if in.Multiline {
+		head = append(head, `(multi-line: write line breaks as \n in the JSON string)`)
+	}
+	if in.ItemsType != "" {
+		head = append(head, fmt.Sprintf("(each element %s)", articled(in.ItemsType)))
+	}
+	switch {
+	case len(head) == 0:
+		return in.Description
+	case in.Description == "":
+		return strings.Join(head, " ")
+	}
+	return strings.Join(head, " ") + ": " + in.Description
+}
+
+func articled(t policy.InputType) string {
+	switch t {
+	case policy.InputInteger, policy.InputArray, policy.InputObject:
+		return "an " + string(t)
+	}
+	return "a " + string(t)
 }
 
 // writeAction writes the details of one action, each line prefixed by

@@ -315,3 +315,59 @@ func TestActionShims(t *testing.T) {
 		})
 	}
 }
+
+// TestPublishedActionTools renders the action tool of Aileron's published
+// google manifests (installed unchanged, with the spec written for them):
+// tools.txt lists it next to the spec's tool, and --help shows the labels
+// and the multi-line hint the manifests declare.
+func TestPublishedActionTools(t *testing.T) {
+	sh := testkit.RequireTool(t, "sh")
+	pub := filepath.Join("..", "actions", "testdata", "aileron-connector-google")
+	conns := []policy.Connector{loadConnector(t, filepath.Join(pub, "connector.aileron.connector.v1.json"))}
+	files, _ := filepath.Glob(filepath.Join(pub, "actions", "*", actions.FileName))
+	if len(files) != 21 {
+		t.Fatalf("found %d published manifests, want 21", len(files))
+	}
+	var acts []actions.Installed
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, target, problems := actions.Inspect(data, conns)
+		if actions.HasErrors(problems) {
+			t.Fatalf("Inspect(%s) = %v", f, problems)
+		}
+		acts = append(acts, actions.Installed{Hash: "sha256:" + a.Name, Action: a, Target: target, Status: actions.StatusOK})
+	}
+	r, err := Render(RenderOptions{Connectors: conns, AgentCommand: "claude", Actions: acts})
+	if err != nil {
+		t.Fatalf("Render(published actions) = %v", err)
+	}
+	testkit.Golden(t, filepath.Join("testdata", "published-tools.txt.golden"), r.ToolsTxt)
+	var found bool
+	for _, s := range r.Shims {
+		if s.Command != "google" {
+			continue
+		}
+		found = true
+		if len(s.Actions) != 21 {
+			t.Errorf("google shim runs %d actions, want 21", len(s.Actions))
+		}
+		help := helpTranscript(t, []string{sh}, s, []string{"send-email", "move-file", "update-doc"})
+		for _, want := range []string{
+			"to       string  required  To: Comma-separated recipient email addresses",
+			`body     string  required  Body (multi-line: write line breaks as \n in the JSON string): Plain-text body`,
+			"add_parents     string  required  Move to (folder ids): Comma-separated",
+			"requests     array   required  (each element an object): Array of Docs API",
+		} {
+			if !strings.Contains(string(help), want) {
+				t.Errorf("help lacks %q", want)
+			}
+		}
+		testkit.Golden(t, filepath.Join("testdata", "published-google.help.golden"), help)
+	}
+	if !found {
+		t.Errorf("no google action tool among %d shims", len(r.Shims))
+	}
+}
