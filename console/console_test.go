@@ -526,3 +526,35 @@ func TestRemoveSandboxErrors(t *testing.T) {
 		t.Errorf("removing listed the sandboxes %d times, want 0", fake.lists-lists)
 	}
 }
+
+// TestApprovalMultilineFieldIsABlock: a field value that spans lines (a
+// multi-line action input the operation audits, such as an email body) is
+// shown whole as a block on the approval card, each line kept.
+func TestApprovalMultilineFieldIsABlock(t *testing.T) {
+	h := newHarness(t)
+	c := h.client(t)
+	h.signIn(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	msg := "Hello Alice,\n\nthe deploy is done.\n<b>Bob</b>"
+	go h.broker.Await(ctx, approval.Request{SessionID: "ses_1", ConnectorFQN: "local://t/c", Tool: "t", Operation: "o", Method: "POST", Host: "h:443", Path: "/p",
+		Fields: map[string]string{"body": msg, "to": "alice@example.com"}})
+	for range 200 {
+		if len(h.broker.List(approval.StatePending)) > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	resp, err := c.Get(h.srv.URL + "/ui/approvals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := body(t, resp)
+	want := `<dt>body</dt><dd><pre class="mono block">Hello Alice,` + "\n\n" + `the deploy is done.` + "\n" + `&lt;b&gt;Bob&lt;/b&gt;</pre></dd>`
+	if !strings.Contains(page, want) {
+		t.Errorf("approval page does not show the multi-line field as a whole block; want %q in:\n%s", want, page)
+	}
+	if !strings.Contains(page, `<dt>to</dt><dd class="mono">alice@example.com</dd>`) {
+		t.Errorf("single-line field not shown inline")
+	}
+}

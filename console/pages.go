@@ -37,6 +37,9 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05") },
 	"unix":  func(t time.Time) int64 { return t.UnixMilli() },
 	"join":  strings.Join,
+	// multiline reports whether a value spans lines: the approval card
+	// shows it as a block, whole, never folded onto one line.
+	"multiline": func(v string) bool { return strings.ContainsAny(v, "\r\n") },
 	"fields": func(m map[string]string) string {
 		var kv []string
 		for k, v := range m {
