@@ -61,7 +61,11 @@ func (f *diskFile) Truncate(size int64) error {
 	return nil
 }
 
-func (f *diskFile) Size() (int64, error) { f.mu.Lock(); defer f.mu.Unlock(); return int64(len(f.data)), nil }
+func (f *diskFile) Size() (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return int64(len(f.data)), nil
+}
 
 func (f *diskFile) Allocate(off, n int64) error {
 	f.mu.Lock()
