@@ -42,6 +42,7 @@ const (
 	CodeUpstreamTimeout          = contract.CodeUpstreamTimeout
 	CodeUpstreamResponseTooLarge = contract.CodeUpstreamResponseTooLarge
 	CodeProxyRefused             = contract.CodeProxyRefused
+	CodeAuditUnavailable         = contract.CodeAuditUnavailable
 )
 
 // Error is the "error" object of an error response. Extra holds

@@ -94,7 +94,10 @@ type Config struct {
 	// Required.
 	Approvals *approval.Broker
 	// Audit records session.created and the run endpoint's refusals (the
-	// proxy audits everything it forwards). Required.
+	// proxy audits everything it forwards). Required. When it also
+	// implements audit.Health (audit.Writer does), calls that change
+	// state are refused with 503 audit_unavailable while it is
+	// unavailable, and GET /healthz reports it.
 	Audit audit.Recorder
 	// AdminToken authenticates the operator endpoints. Required.
 	AdminToken string
@@ -151,6 +154,9 @@ type Server struct {
 	metricsHandler http.Handler
 	// throttle backs off failed authentication (backoff.go).
 	throttle *authThrottle
+	// auditHealth is the audit log's health when Config.Audit reports it
+	// (audit.Health); nil when it cannot tell.
+	auditHealth audit.Health
 }
 
 // New checks cfg and builds the server and its route table.
@@ -220,6 +226,9 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.hosts[hp.Host] = true
 	}
+	if h, ok := cfg.Audit.(audit.Health); ok {
+		s.auditHealth = h
+	}
 	s.clients = newClientCache(cfg)
 	s.e = s.newEcho()
 	return s, nil
@@ -288,6 +297,9 @@ func (s *Server) newEcho() *echo.Echo {
 			mw = append(mw, s.requireSessionOrBodyToken)
 		case authSandbox:
 			mw = append(mw, s.requireSandbox)
+		}
+		if changesState(r) {
+			mw = append(mw, s.requireAudit)
 		}
 		e.Add(r.method, r.path, r.handler, mw...)
 	}
@@ -536,8 +548,4 @@ func (s *Server) withSession(c echo.Context, tok string, next echo.HandlerFunc) 
 	}
 	c.Set(ctxSession, sess)
 	return next(c)
-}
-
-func (s *Server) healthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }

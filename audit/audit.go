@@ -118,26 +118,41 @@ type Recorder interface {
 
 // Writer appends events to a JSON Lines file. It is safe for concurrent use.
 // Each event is one whole line; lines recorded within a few milliseconds of
-// each other reach the file in one write (coalesce.DefaultDelay bounds the
-// lag), so recording costs a request no system call. Close writes what is
-// pending.
+// each other reach the file in one write, then one fsync (coalesce.DefaultDelay
+// bounds the lag), so recording costs a request no system call. Close
+// writes what is pending.
+//
+// A batch that cannot be written and synced is cut back off the file, so
+// the log holds only whole lines, and the Writer reports itself
+// unavailable (Health) until a write or its probe succeeds again. Past its
+// end it keeps Options.Reserve bytes allocated: when the filesystem fills,
+// the reservation fails first, the Writer turns unavailable, and the lines
+// of requests already under way still fit.
 type Writer struct {
 	path string
 	mu   sync.Mutex
-	f    *os.File         // nil after Close
-	cw   *coalesce.Writer // batches writes to f
+	f    File             // nil after Close
+	cw   *coalesce.Writer // batches writes to s
+	s    *sink
 	errs atomic.Uint64
 }
 
-var _ Recorder = (*Writer)(nil)
+var (
+	_ Recorder = (*Writer)(nil)
+	_ Health   = (*Writer)(nil)
+)
 
-// Open opens (creating if needed) the audit log at path for appending. The
-// directory is created with mode 0700 and the file has mode 0600.
-func Open(path string) (*Writer, error) {
+// Open opens (creating if needed) the audit log at path for appending,
+// with the default Options. The directory is created with mode 0700 and
+// the file has mode 0600.
+func Open(path string) (*Writer, error) { return OpenWith(path, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(path string, opts Options) (*Writer, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("creating audit directory: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening audit log: %w", err)
 	}
@@ -145,7 +160,50 @@ func Open(path string) (*Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("setting mode 0600 on audit log %q: %w", path, err)
 	}
-	return &Writer{path: path, f: f, cw: coalesce.New(f, 0, 0)}, nil
+	w, err := NewWriter(path, &osFile{File: f}, opts)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// NewWriter returns a Writer appending to f, an open file named path
+// (used in messages only). A file that does not end in a newline (a line
+// an earlier writer left torn) gets one before the first event. A Writer
+// that cannot reserve space at once starts unavailable; that is no error.
+func NewWriter(path string, f File, opts Options) (*Writer, error) {
+	size, err := f.Size()
+	if err != nil {
+		return nil, fmt.Errorf("reading audit log %s: %w", path, err)
+	}
+	s := &sink{f: f, reserve: opts.Reserve, interval: opts.ProbeInterval, onChange: opts.OnChange, end: size, done: make(chan struct{})}
+	if s.reserve == 0 {
+		s.reserve = DefaultReserve
+	}
+	if s.interval <= 0 {
+		s.interval = DefaultProbeInterval
+	}
+	if size > 0 {
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], size-1); err != nil {
+			return nil, fmt.Errorf("reading audit log %s: %w", path, err)
+		}
+		s.needNL = last[0] != '\n'
+	}
+	w := &Writer{path: path, f: f, cw: coalesce.New(s, 0, 0), s: s}
+	s.lost = w.Errors
+	s.state.Store(&episode{since: time.Now()})
+	s.mu.Lock()
+	err = s.prepare()
+	if err == nil {
+		err = s.topUp()
+	}
+	if err != nil {
+		s.failed(err)
+	}
+	s.mu.Unlock()
+	return w, nil
 }
 
 // Path returns the file the Writer appends to.
@@ -173,7 +231,14 @@ func (w *Writer) Record(e Event) {
 // Errors returns how many events could not be written.
 func (w *Writer) Errors() uint64 { return w.errs.Load() + w.cw.Lost() }
 
-// Flush writes the events recorded so far to the file.
+// Available reports whether the last write, sync and space reservation
+// succeeded, i.e. whether an event recorded now reaches the disk.
+func (w *Writer) Available() bool { return !w.s.down.Load() }
+
+// Status describes the Writer's health.
+func (w *Writer) Status() Status { return w.s.status() }
+
+// Flush writes and syncs the events recorded so far.
 func (w *Writer) Flush() error {
 	if err := w.cw.Flush(); err != nil {
 		return fmt.Errorf("writing audit log %s: %w", w.path, err)
@@ -181,8 +246,8 @@ func (w *Writer) Flush() error {
 	return nil
 }
 
-// Close writes pending events and closes the file; later Records are
-// counted as errors.
+// Close writes pending events, gives back the reserved space and closes
+// the file; later Records are counted as errors.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -190,10 +255,14 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	werr := w.cw.Close()
+	serr := w.s.close()
 	err := w.f.Close()
 	w.f = nil
 	if werr != nil {
-		return fmt.Errorf("writing audit log %s: %w (%d events lost)", w.path, werr, w.cw.Lost())
+		return fmt.Errorf("writing audit log %s: %w (%d events lost)", w.path, werr, w.Errors())
+	}
+	if serr != nil {
+		return fmt.Errorf("closing audit log %s: %w", w.path, serr)
 	}
 	if err != nil {
 		return fmt.Errorf("closing audit log: %w", err)

@@ -33,10 +33,40 @@ type TailOptions struct {
 	// PollInterval is the follow poll period; zero means
 	// DefaultPollInterval.
 	PollInterval time.Duration
+	// OnSkip, when set, is told about each line that is not a whole event
+	// (skipped either way).
+	OnSkip func(Skipped)
+}
+
+// Skipped describes a line Tail skipped.
+type Skipped struct {
+	// Offset is the line's first byte in the file; Length its length
+	// without the newline.
+	Offset int64
+	Length int
+	// Torn reports a fragment of an event whose write was cut short (an
+	// older writer on a full disk); the event appended after it, when
+	// whole, is still delivered.
+	Torn bool
+	// TooLong reports a line longer than 1 MiB.
+	TooLong bool
+}
+
+// String describes s for a person.
+func (s Skipped) String() string {
+	switch {
+	case s.Torn:
+		return fmt.Sprintf("skipped a torn line at byte %d (%d bytes; a write cut short, e.g. by a full disk)", s.Offset, s.Length)
+	case s.TooLong:
+		return fmt.Sprintf("skipped a line longer than 1 MiB at byte %d", s.Offset)
+	}
+	return fmt.Sprintf("skipped a line that is not an audit event at byte %d (%d bytes)", s.Offset, s.Length)
 }
 
 // Tail calls fn for the events in the audit log at path that match opts,
-// oldest first. Lines that are not valid events are skipped. With Follow it
+// oldest first. Lines that are not valid events are skipped and reported
+// to opts.OnSkip; an event written right after a torn fragment, on the
+// same line, is found and delivered. With Follow it
 // then waits for new events until ctx is done and returns nil; without
 // Follow a missing file is an error matching fs.ErrNotExist. An error from
 // fn stops Tail and is returned.
@@ -118,8 +148,10 @@ type tailer struct {
 	info    os.FileInfo
 	off     int64
 	partial []byte
-	skip    bool // discarding the rest of an over-long line
-	buf     []byte
+	// partialAt is the file offset of partial's first byte.
+	partialAt int64
+	skip      bool // discarding the rest of an over-long line
+	buf       []byte
 }
 
 func (t *tailer) open() error {
@@ -145,8 +177,9 @@ func (t *tailer) read(emit func(Event) error) error {
 	for {
 		n, err := t.f.Read(t.buf)
 		if n > 0 {
+			base := t.off
 			t.off += int64(n)
-			if err := t.lines(t.buf[:n], emit); err != nil {
+			if err := t.lines(t.buf[:n], base, emit); err != nil {
 				return err
 			}
 		}
@@ -159,40 +192,82 @@ func (t *tailer) read(emit func(Event) error) error {
 	}
 }
 
-func (t *tailer) lines(data []byte, emit func(Event) error) error {
+// lines delivers the complete lines of data, which starts at file offset
+// base.
+func (t *tailer) lines(data []byte, base int64, emit func(Event) error) error {
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
 			if !t.skip {
+				if len(t.partial) == 0 {
+					t.partialAt = base
+				}
 				t.partial = append(t.partial, data...)
 				if len(t.partial) > maxLine {
+					t.skipped(Skipped{Offset: t.partialAt, Length: len(t.partial), TooLong: true})
 					t.partial, t.skip = nil, true
 				}
 			}
 			return nil
 		}
-		line := data[:i]
-		data = data[i+1:]
+		line, at := data[:i], base
+		data, base = data[i+1:], base+int64(i+1)
 		if t.skip {
 			t.skip = false
 			continue
 		}
 		if len(t.partial) > 0 {
-			line = append(t.partial, line...)
+			line, at = append(t.partial, line...), t.partialAt
 			t.partial = nil
 		}
-		var e Event
-		if json.Unmarshal(line, &e) != nil || e.Event == "" {
-			continue
-		}
-		if t.opts.SessionID != "" && e.SessionID != t.opts.SessionID {
-			continue
-		}
-		if err := emit(e); err != nil {
+		if err := t.line(line, at, emit); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// eventStart begins every line Writer writes (Time is the first field).
+var eventStart = []byte(`{"time":`)
+
+// line delivers one line at file offset at, if it is an event that
+// matches.
+func (t *tailer) line(line []byte, at int64, emit func(Event) error) error {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return nil
+	}
+	e, ok := parseEvent(line)
+	if !ok {
+		// A write cut short leaves a fragment without its newline, and the
+		// next event is appended right after it: look for that event.
+		j := bytes.LastIndex(line, eventStart)
+		if j > 0 {
+			e, ok = parseEvent(line[j:])
+		}
+		if !ok {
+			t.skipped(Skipped{Offset: at, Length: len(line), Torn: bytes.HasPrefix(line, eventStart)})
+			return nil
+		}
+		t.skipped(Skipped{Offset: at, Length: j, Torn: true})
+	}
+	if t.opts.SessionID != "" && e.SessionID != t.opts.SessionID {
+		return nil
+	}
+	return emit(e)
+}
+
+func parseEvent(line []byte) (Event, bool) {
+	var e Event
+	if json.Unmarshal(line, &e) != nil || e.Event == "" {
+		return Event{}, false
+	}
+	return e, true
+}
+
+func (t *tailer) skipped(s Skipped) {
+	if t.opts.OnSkip != nil {
+		t.opts.OnSkip(s)
+	}
 }
 
 // checkReplaced reopens the log when the path now names another file, and

@@ -6,7 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -154,14 +156,64 @@ func TestTailerJoinsSplitLines(t *testing.T) {
 		tl := &tailer{}
 		var got []Event
 		emit := func(e Event) error { got = append(got, e); return nil }
-		if err := tl.lines(line[:split], emit); err != nil {
+		if err := tl.lines(line[:split], 0, emit); err != nil {
 			t.Fatal(err)
 		}
-		if err := tl.lines(line[split:], emit); err != nil {
+		if err := tl.lines(line[split:], int64(split), emit); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 1 || got[0].Path != "/x" {
 			t.Fatalf("split %d: %+v", split, got)
 		}
+	}
+}
+
+// TestTailSkipsAndReportsTornLines: a log an older writer left with torn
+// lines (a write cut short mid-line, the next event appended right after
+// it, and a fragment ending the file then given its own line) is read
+// without failing: every whole event is delivered and each torn fragment
+// is reported with its offset.
+func TestTailSkipsAndReportsTornLines(t *testing.T) {
+	a, _ := Marshal(Event{Event: EventProxied, Path: "/a"})
+	b, _ := Marshal(Event{Event: EventProxied, Path: "/b"})
+	c, _ := Marshal(Event{Event: EventProxied, Path: "/c"})
+	d, _ := Marshal(Event{Event: EventProxied, Path: "/d"})
+	torn := b[:len(b)/2]
+	var log []byte
+	log = append(log, a...)
+	log = append(log, torn...) // cut short; c follows on the same line
+	log = append(log, c...)
+	log = append(log, torn...) // a fragment later ended by a newline
+	log = append(log, '\n')
+	log = append(log, "not json\n"...)
+	log = append(log, d...)
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(path, log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var skips []Skipped
+	err := Tail(context.Background(), path, TailOptions{OnSkip: func(s Skipped) { skips = append(skips, s) }}, func(e Event) error {
+		got = append(got, e.Path)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "/a,/c,/d" {
+		t.Fatalf("events %v, want /a,/c,/d", got)
+	}
+	first := int64(len(a))
+	second := first + int64(len(torn)+len(c))
+	want := []Skipped{
+		{Offset: first, Length: len(torn), Torn: true},
+		{Offset: second, Length: len(torn), Torn: true},
+		{Offset: second + int64(len(torn)) + 1, Length: len("not json")},
+	}
+	if !reflect.DeepEqual(skips, want) {
+		t.Fatalf("skipped %+v, want %+v", skips, want)
+	}
+	if s := skips[0].String(); !strings.Contains(s, "torn line at byte") {
+		t.Errorf("Skipped.String() = %q", s)
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -556,5 +558,34 @@ func TestApprovalMultilineFieldIsABlock(t *testing.T) {
 	}
 	if !strings.Contains(page, `<dt>to</dt><dd class="mono">alice@example.com</dd>`) {
 		t.Errorf("single-line field not shown inline")
+	}
+}
+
+// TestAuditPageReportsTornLines: a torn line in the audit log (a write an
+// older version cut short) is skipped and named on the Audit page, and the
+// events around it, including one appended right after the fragment, are
+// listed.
+func TestAuditPageReportsTornLines(t *testing.T) {
+	h := newHarness(t)
+	a, _ := audit.Marshal(audit.Event{Event: audit.EventProxied, SessionID: "s-before", Decision: "allowed"})
+	b, _ := audit.Marshal(audit.Event{Event: audit.EventProxied, SessionID: "s-after", Decision: "allowed"})
+	raw := append(append(append([]byte{}, a...), b[:30]...), b...)
+	if err := os.WriteFile(h.c.cfg.AuditPath, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client(t)
+	h.signIn(t, c)
+	resp, err := c.Get(h.srv.URL + "/ui/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := body(t, resp)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /ui/audit = %d", resp.StatusCode)
+	}
+	for _, want := range []string{"s-before", "s-after", `id="audit-skipped"`, "skipped a torn line at byte " + strconv.Itoa(len(a)) + " (30 bytes"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the Audit page lacks %q", want)
+		}
 	}
 }

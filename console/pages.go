@@ -222,7 +222,7 @@ type sessionRow struct {
 }
 
 func (c *Console) sessionsData(*http.Request) any {
-	events := c.readAudit(audit.TailOptions{})
+	events, _ := c.readAudit(audit.TailOptions{})
 	bySession := map[string][]audit.Event{}
 	for _, e := range events {
 		if e.SessionID != "" {
@@ -288,13 +288,27 @@ type auditData struct {
 	Events                          []audit.Event
 	Sessions, Decisions, Connectors []string
 	Timeline                        template.HTML
+	// Skipped describes lines of the log that are not whole events (at
+	// most maxSkippedShown); SkippedMore counts the rest.
+	Skipped     []string
+	SkippedMore int
 }
+
+// maxSkippedShown bounds the skipped lines the Audit page lists.
+const maxSkippedShown = 5
 
 func (c *Console) auditData(r *http.Request) any {
 	q := r.URL.Query()
 	f := auditFilter{Session: q.Get("session"), Decision: q.Get("decision"), Connector: q.Get("connector"), Status: q.Get("status")}
-	all := c.readAudit(audit.TailOptions{})
+	all, skipped := c.readAudit(audit.TailOptions{})
 	d := auditData{Filter: f}
+	for i, s := range skipped {
+		if i == maxSkippedShown {
+			d.SkippedMore = len(skipped) - i
+			break
+		}
+		d.Skipped = append(d.Skipped, s.String())
+	}
 	seen := map[string]bool{}
 	add := func(list *[]string, prefix, v string) {
 		if v != "" && !seen[prefix+v] {
@@ -327,9 +341,12 @@ func (c *Console) auditData(r *http.Request) any {
 	return d
 }
 
-// readAudit returns the audit log's events (none when it cannot be read).
-func (c *Console) readAudit(opts audit.TailOptions) []audit.Event {
+// readAudit returns the audit log's events (none when it cannot be read)
+// and the lines it skipped (torn by a write cut short, or not events).
+func (c *Console) readAudit(opts audit.TailOptions) ([]audit.Event, []audit.Skipped) {
 	var out []audit.Event
+	var skipped []audit.Skipped
+	opts.OnSkip = func(s audit.Skipped) { skipped = append(skipped, s) }
 	err := audit.Tail(context.Background(), c.cfg.AuditPath, opts, func(e audit.Event) error {
 		out = append(out, e)
 		return nil
@@ -337,7 +354,7 @@ func (c *Console) readAudit(opts audit.TailOptions) []audit.Event {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		c.log.Warn("reading the audit log for the console", zap.Error(err))
 	}
-	return out
+	return out, skipped
 }
 
 // removeSandbox is POST /ui/sandboxes/{id}/remove: what `aileron-proxy

@@ -118,7 +118,7 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 	} else {
 		log.Warn("no system root bundle found; session CA bundles will hold only the session CA", zap.Error(err))
 	}
-	if d.audit, err = audit.Open(filepath.Join(cfg.Home, AuditFile)); err != nil {
+	if d.audit, err = audit.OpenWith(filepath.Join(cfg.Home, AuditFile), audit.Options{OnChange: auditEpisodeLogger(log)}); err != nil {
 		return nil, fmt.Errorf("opening audit log: %w", err)
 	}
 	defer func() {
@@ -147,6 +147,7 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(auditCollectors(d.audit)...)
 
 	if d.proxyLn, err = net.Listen("tcp", cfg.ProxyListen); err != nil {
 		return nil, fmt.Errorf("listening for the proxy on %s: %w (pick another address with --proxy-listen)", cfg.ProxyListen, err)

@@ -205,7 +205,10 @@ type Config struct {
 	// configured (credentialed operations get 403 credential_not_configured).
 	// Return an untyped nil, never a typed nil pointer.
 	Credentials func() CredentialSource
-	// Audit records one event per decision. Required.
+	// Audit records one event per decision. Required. When it also
+	// implements audit.Health (audit.Writer does), the proxy forwards
+	// nothing while it is unavailable: requests that would need an audit
+	// line get 503 audit_unavailable (denials are still answered).
 	Audit audit.Recorder
 	// Approver holds operations whose spec says approval: required. Nil
 	// refuses them (fail closed).

@@ -128,6 +128,13 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 		ctx.Resp = s.refuseConnect(ev, start, http.StatusForbidden, hostNotAllowed(target, sess.ID, hosts), nil)
 		return s.rejectAction, host
 	}
+	if mode == modePassthrough && !s.auditOK() {
+		// A passthrough tunnel is audited when it closes; intercepted
+		// ones are checked per request inside.
+		s.metrics.decision(false, contract.CodeAuditUnavailable.String())
+		ctx.Resp = connectResponse(http.StatusServiceUnavailable, contract.DecisionError, "", auditUnavailableDetail(), nil)
+		return s.rejectAction, host
+	}
 	t, status, code := s.openTunnel(sess, mode, target, hostname, port)
 	if t == nil {
 		d := errorDetail{Code: code, Host: target}

@@ -68,6 +68,10 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := m.Compiled.Operation()
 	inj := d.inj
 	reason := string(policy.ReasonAllowed)
+	if !s.auditOK() {
+		s.refuseAuditUnavailable(w, x)
+		return
+	}
 	if d.approval {
 		outcome := ApprovalDenied
 		if s.cfg.Approver != nil {
@@ -94,6 +98,10 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.deny(w, x, http.StatusForbidden, errorDetail{Code: contract.CodeApprovalDenied, Message: msg})
 			return
 		}
+	}
+	if d.approval && !s.auditOK() { // it may have failed during the wait
+		s.refuseAuditUnavailable(w, x)
+		return
 	}
 	if ws {
 		s.relayWebSocket(w, x, inj, reason)
@@ -314,6 +322,33 @@ func (s *Server) deny(w http.ResponseWriter, x *exchange, status int, d errorDet
 	x.ev.Status = status
 	x.ev.AuditID = id
 	s.record(x, zapcore.WarnLevel, "request denied")
+	s.metrics.decision(false, d.Code.String())
+}
+
+// auditUnavailableDetail is the refusal of work that needs an audit line
+// while the audit log cannot be written.
+func auditUnavailableDetail() errorDetail {
+	return errorDetail{Code: contract.CodeAuditUnavailable,
+		Message: "the audit log cannot be written (the disk holding it is full or failing), and the proxy forwards nothing it cannot record; " +
+			"the operator must free space under $AILERON_HOME/audit, after which requests go through again without a restart"}
+}
+
+// refuseAuditUnavailable answers 503 audit_unavailable to an allowed
+// request while the audit log cannot take its line: nothing is forwarded
+// or injected. The refusal is not audited, as its line would take the
+// space the log keeps for the requests already under way; the decisions
+// metric counts it and serve logs the episode once.
+func (s *Server) refuseAuditUnavailable(w http.ResponseWriter, x *exchange) {
+	d := auditUnavailableDetail()
+	d.Method, d.Host, d.Path = x.r.Method, x.t.target, x.path
+	writeError(w, http.StatusServiceUnavailable, contract.DecisionError, "", d)
+	x.ev.Event = audit.EventDenied
+	x.ev.Decision = contract.DecisionError
+	x.ev.Reason = d.Code.String()
+	x.ev.Status = http.StatusServiceUnavailable
+	if ce := s.log.Check(zapcore.DebugLevel, "request refused, audit log unavailable"); ce != nil {
+		ce.Write(zap.Inline(decisionLine{&x.ev}))
+	}
 	s.metrics.decision(false, d.Code.String())
 }
 

@@ -57,6 +57,10 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if !s.auditOK() {
+		s.refuseAuditUnavailable(w, x)
+		return
+	}
 	x.ev.Event = audit.EventPassthrough
 	x.ev.Decision = contract.DecisionAllowed
 	x.ev.Reason = modePassthrough

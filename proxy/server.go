@@ -16,6 +16,7 @@ import (
 	"github.com/elazarl/goproxy"
 	"go.uber.org/zap"
 
+	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
@@ -39,6 +40,9 @@ type Server struct {
 	internalKey []byte
 	metrics     *metrics
 	authBackoff *AuthBackoff
+	// auditOK reports whether the audit log can take a line now
+	// (audit.Health); always true for a Recorder that cannot tell.
+	auditOK func() bool
 
 	dialer    *dialer
 	transport *http.Transport
@@ -99,6 +103,10 @@ func New(cfg Config) (*Server, error) {
 		s.now = time.Now
 	}
 	s.authBackoff = NewAuthBackoff(0, 0, s.now)
+	s.auditOK = func() bool { return true }
+	if h, ok := cfg.Audit.(audit.Health); ok {
+		s.auditOK = h.Available
+	}
 	if cfg.InternalKey != "" {
 		s.internalKey = []byte(cfg.InternalKey)
 	}

@@ -42,7 +42,9 @@ func newAuditTailCmd(a *app) *cobra.Command {
 
 The default output is one line per event:
   TIME EVENT SESSION DECISION STATUS METHOD HOST PATH CONNECTOR TOOL/OPERATION REASON
-with "-" for empty values, and exit=N on session.ended events of launched sandboxes. --json prints each event as one JSON object per line instead.`,
+with "-" for empty values, and exit=N on session.ended events of launched sandboxes. --json prints each event as one JSON object per line instead.
+
+A line that is not a whole event (a write an older version cut short on a full disk) is skipped with a warning on stderr naming its byte offset; the events around it are printed.`,
 		Example: `  aileron-proxy audit tail -n 20
   aileron-proxy audit tail -f --session SESSION_ID
   aileron-proxy audit tail --json | jq 'select(.decision == "denied")'`,
@@ -52,6 +54,9 @@ with "-" for empty values, and exit=N on session.ended events of launched sandbo
 				return usageError(fmt.Errorf("-n %d: pass a positive number of events, or omit -n for all", opts.Lines))
 			}
 			path := a.homePath(daemon.AuditFile)
+			opts.OnSkip = func(s audit.Skipped) {
+				fmt.Fprintf(a.stderr, "warning: %s: %s\n", path, s)
+			}
 			err := audit.Tail(cmd.Context(), path, opts, func(e audit.Event) error {
 				if asJSON {
 					line, err := json.Marshal(e)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -129,5 +131,31 @@ func TestAuditTailFollowCommand(t *testing.T) {
 	}
 	if strings.Contains(stdout.String(), "aud_other") {
 		t.Fatalf("another session's event was printed: %s", stdout.String())
+	}
+}
+
+// TestAuditTailReportsTornLines: a torn line left by an older writer is
+// skipped with a warning naming its offset, and the events around it are
+// printed; the command succeeds.
+func TestAuditTailReportsTornLines(t *testing.T) {
+	home := t.TempDir()
+	at := time.Date(2026, 5, 4, 3, 2, 1, 0, time.UTC)
+	first, _ := audit.Marshal(audit.Event{Time: at, Event: audit.EventProxied, AuditID: "aud_1", SessionID: "s1"})
+	second, _ := audit.Marshal(audit.Event{Time: at.Add(time.Second), Event: audit.EventProxied, AuditID: "aud_2", SessionID: "s1"})
+	raw := append(append(append([]byte{}, first...), second[:20]...), second...)
+	path := filepath.Join(home, "audit", "audit.jsonl")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runCLI(t, home, "", nil, "audit", "tail")
+	if code != exitOK || strings.Count(stdout, "\n") != 2 || !strings.Contains(stdout, "03:02:02Z") {
+		t.Fatalf("audit tail over a torn line: exit %d, stdout %q", code, stdout)
+	}
+	want := "warning: " + path + ": skipped a torn line at byte " + strconv.Itoa(len(first)) + " (20 bytes"
+	if !strings.HasPrefix(stderr, want) {
+		t.Fatalf("stderr = %q, want it to start with %q", stderr, want)
 	}
 }

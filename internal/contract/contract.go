@@ -23,6 +23,12 @@ const (
 	CodeSessionExpired      Code = "session_expired"
 	CodeUpstreamUnreachable Code = "upstream_unreachable"
 	CodeUpstreamTimeout     Code = "upstream_timeout"
+	// CodeAuditUnavailable: the audit log cannot be written and synced
+	// (503), so a request that would need an audit line is not forwarded
+	// and a state-changing control API call is not made. The fix is to
+	// free space under $AILERON_HOME/audit; the next request after that
+	// goes through, no restart needed.
+	CodeAuditUnavailable Code = "audit_unavailable"
 )
 
 // Codes of responses the proxy originates.
@@ -102,7 +108,7 @@ const (
 // decision reason: the label set of its decision metrics is built from
 // them and policy's reasons.
 var ProxyCodes = []Code{
-	CodeInternal, CodeSessionExpired, CodeUpstreamUnreachable, CodeUpstreamTimeout,
+	CodeInternal, CodeSessionExpired, CodeUpstreamUnreachable, CodeUpstreamTimeout, CodeAuditUnavailable,
 	CodeProxyAuthRequired, CodeHostNotAllowed, CodeTooManyTunnels, CodeShuttingDown, CodeMisdirected,
 	CodeOperationNotAllowed, CodeCredentialNotConfigured, CodeCredentialUnavailable, CodeApprovalDenied,
 	CodeApprovalTimeout, CodeUpstreamAddressRefused, CodeBadFraming, CodeUpstreamEncoding,
