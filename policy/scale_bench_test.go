@@ -55,3 +55,39 @@ func BenchmarkDecideScale(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCompileScale measures building a snapshot of one 1,000-operation
+// connector: afresh (Compile, what a new package version costs) and through
+// a Compiler that built it before (what a reload for another connector
+// costs).
+func BenchmarkCompileScale(b *testing.B) {
+	const fqn = "github://bench/synthetic"
+	spec, _, err := policy.ParseSpec(specs.Synthetic(fqn, "gh", "api.github.example", 1000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	conns := []policy.Connector{{Spec: spec, Hash: "sha256:synthetic"}}
+	b.Run("fresh", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := policy.Compile(conns); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reused", func(b *testing.B) {
+		var c policy.Compiler
+		if _, err := c.Compile(conns); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.Compile(conns); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if n := c.Builds(); n != 1 {
+			b.Fatalf("the Compiler built the connector %d times, want once", n)
+		}
+	})
+}
