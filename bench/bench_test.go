@@ -30,11 +30,7 @@ func TestSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	bin := filepath.Join(t.TempDir(), "aileron-proxy")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/aileron-proxy")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building aileron-proxy: %v\n%s", err, out)
-	}
+	bin := buildAileron(ctx, t)
 
 	cfg := defaultConfig()
 	cfg.duration = 5 * time.Second
@@ -138,6 +134,62 @@ func TestSmoke(t *testing.T) {
 	}
 	if !o.proc.exited() {
 		t.Error("the origin is still running after cleanup")
+	}
+}
+
+// buildAileron builds the aileron-proxy binary of this tree for a test.
+func buildAileron(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "aileron-proxy")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/aileron-proxy")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building aileron-proxy: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestOpScaleScenario runs scenario (7) briefly against a real serve: both
+// sessions (5 and 1,000 operations) carry the load with every request
+// decided, audited and injected, and session creation with the large
+// connector is timed.
+func TestOpScaleScenario(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfg := defaultConfig()
+	cfg.duration, cfg.rounds, cfg.maxRequests, cfg.sessionRuns = 2*time.Second, 2, 40, 2
+	opts := options{bin: buildAileron(ctx, t), cfg: cfg, targets: map[string]bool{targetDirect: true, targetAileron: true}}
+	var cl cleanups
+	defer cl.run()
+	var progress bytes.Buffer
+	o, targets, err := startTargets(ctx, opts, t.TempDir(), &cl, &progress)
+	if err != nil {
+		t.Fatalf("starting targets: %v\n%s", err, progress.String())
+	}
+	var s scenario
+	for _, sc := range scenarios(cfg, o) {
+		if sc.id == "7.ops" {
+			s = sc
+		}
+	}
+	if s.run == nil || !s.aileron {
+		t.Fatal("no aileron-only scenario 7.ops")
+	}
+	rep := &report{}
+	ms := runScenarios(ctx, []scenario{s}, targets, rep, &progress)
+	m := ms["7.ops"][targetAileron]
+	if strings.Contains(m.note, "errors") || strings.Contains(m.note, "only") || strings.Contains(m.note, "want") {
+		t.Errorf("scenario 7.ops: %s\n%s", m.note, progress.String())
+	}
+	for _, k := range []string{"rps_small", "rps_large", "p50_small", "p50_large", "cpu_us_small", "cpu_us_large", "cpu_ratio", "session_ms"} {
+		if m.values[k] <= 0 {
+			t.Errorf("scenario 7.ops: %s = %v, want > 0 (values %v)", k, m.values[k], m.values)
+		}
+	}
+	if _, ok := ms["7.ops"][targetDirect]; ok {
+		t.Error("scenario 7.ops ran against direct; it is for aileron-proxy only")
+	}
+	if _, ok := rep.row("7.ops.cpu_ratio"); !ok {
+		t.Errorf("no row 7.ops.cpu_ratio in %+v", rep.Rows)
 	}
 }
 

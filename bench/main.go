@@ -95,13 +95,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", filepath.Join("bench", "results", "latest.json"), "JSON results file")
 	fs.StringVar(&o.baseline, "baseline", filepath.Join("bench", "results", "baseline.json"), "baseline results to compare ratios with (skipped when missing)")
 	targets := fs.String("targets", strings.Join(allTargets, ","), "comma-separated targets to run")
-	only := fs.String("scenarios", "", "comma-separated scenario ids to run, e.g. 1.c16,3 (default all: 1.c1,1.c16,2,3,4,5,6.session,6.leaf)")
+	only := fs.String("scenarios", "", "comma-separated scenario ids to run, e.g. 1.c16,3 (default all: 1.c1,1.c16,2,3,4,5,6.session,6.leaf,7.ops)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run directory (configs, logs, aileron home) and print its path")
 	fs.DurationVar(&o.cfg.duration, "duration", o.cfg.duration, "length of each timed load (scenarios 1, 2, 4)")
 	fs.IntVar(&o.cfg.rounds, "rounds", o.cfg.rounds, "interleaved rounds each timed load is split into (more rounds: shorter slices, less drift between targets)")
 	downloadMiB := fs.Int("download-mib", int(o.cfg.downloadBytes>>20), "scenario (3) body size in MiB")
 	fs.IntVar(&o.cfg.idleTunnels, "idle-tunnels", o.cfg.idleTunnels, "scenario (5) idle tunnels")
-	fs.IntVar(&o.cfg.sessionRuns, "session-runs", o.cfg.sessionRuns, "scenario (6) sessions created")
+	fs.IntVar(&o.cfg.sessionRuns, "session-runs", o.cfg.sessionRuns, "sessions created by scenarios (6) and (7)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -301,6 +301,24 @@ func scenarios(cfg config, o *origin) []scenario {
 			run:     perTarget(func(ctx context.Context, _ *target) measure { return leafIssuance(ctx) }),
 			metrics: []metricDef{{"leaf_us", "µs", false}},
 		},
+		scenario{
+			id:      "7.ops",
+			title:   fmt.Sprintf("(7) connector of %d vs %d operations, keep-alive GET, %d clients", opsLarge, opsSmall, opsClients),
+			aileron: true,
+			run: func(ctx context.Context, ts []*target, progress io.Writer) map[string]measure {
+				return scenarioOpScale(ctx, cfg, o, ts, progress)
+			},
+			metrics: []metricDef{
+				{"cpu_us_small", fmt.Sprintf("proxy CPU µs/req, %d ops", opsSmall), false},
+				{"cpu_us_large", fmt.Sprintf("proxy CPU µs/req, %d ops", opsLarge), false},
+				{"cpu_ratio", fmt.Sprintf("proxy CPU/req, %d ÷ %d ops", opsLarge, opsSmall), false},
+				{"p50_small", fmt.Sprintf("p50 ms, %d ops", opsSmall), false},
+				{"p50_large", fmt.Sprintf("p50 ms, %d ops", opsLarge), false},
+				{"rps_small", fmt.Sprintf("req/s, %d ops", opsSmall), true},
+				{"rps_large", fmt.Sprintf("req/s, %d ops", opsLarge), true},
+				{"session_ms", fmt.Sprintf("session create ms, %d ops", opsLarge), false},
+			},
+		},
 	)
 }
 
@@ -427,6 +445,8 @@ func addChecks(rep *report, measures map[string]map[string]measure) {
 		rep.absCheck("(5) RSS per idle tunnel <= 100 KiB", "5.kib_per_tunnel", 100, " KiB"),
 		rep.absCheck("(6) session with 100 hosts <= 25 ms", "6.session.session_ms", 25, " ms"),
 		rep.absCheck("(6) leaf issuance <= 150 µs", "6.leaf.leaf_us", 150, " µs"),
+		rep.absCheck("(7) proxy CPU/req with 1,000 operations <= 1.1x with 5", "7.ops.cpu_ratio", 1.1, "×"),
+		rep.absCheck("(7) session with a 1,000-operation connector <= 25 ms", "7.ops.session_ms", 25, " ms"),
 		// Issue 17: the proxy's own CPU against a bare goproxy, same run.
 		rep.peerCheck("(17) proxy CPU/req, 1 client <= 0.8x goproxy", "1.c1.cpu_us", 0.8),
 		rep.peerCheck("(17) proxy CPU/req, 16 clients <= 0.8x goproxy", "1.c16.cpu_us", 0.8),

@@ -148,7 +148,8 @@ type originStats struct {
 }
 
 // runOrigin is `bench -serve-origin`: the loopback HTTPS server every target
-// reaches, HTTP/1.1 and h2 with an ECDSA leaf for localhost and 127.0.0.1,
+// reaches, HTTP/1.1 and h2 with an ECDSA leaf for localhost, ops.bench.test
+// (scenario 7's host) and 127.0.0.1,
 // serving a small JSON GET and a download generated on the fly (a 1 MiB
 // pseudo-random block repeated). It writes its
 // CA to -ca-out, prints "listening ADDR" and serves until SIGTERM or SIGINT.
@@ -174,7 +175,7 @@ func serveOrigin(listen, caOut string) error {
 	if err != nil {
 		return err
 	}
-	leaf, err := ca.issue([]string{originHost}, []net.IP{net.IPv4(127, 0, 0, 1)})
+	leaf, err := ca.issue([]string{originHost, opsHost}, []net.IP{net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		return err
 	}
@@ -214,6 +215,16 @@ func serveOrigin(listen, caOut string) error {
 		h.Set("Cache-Control", "no-store")
 		h.Set("Content-Length", strconv.FormatInt(n, 10))
 		streamPattern(w, block, n)
+	})
+	// Scenario (7)'s synthetic REST API: every GET under /repos/ is a small
+	// JSON answer, whichever operation of the spec it is.
+	mux.HandleFunc("GET "+opsPathPrefix, func(w http.ResponseWriter, r *http.Request) {
+		count(r)
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Content-Length", strconv.Itoa(len(smallResponse)))
+		_, _ = io.WriteString(w, smallResponse)
 	})
 	mux.HandleFunc("GET "+pathStats, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

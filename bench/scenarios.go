@@ -104,6 +104,8 @@ type loadSpec struct {
 	opts    clientOpts
 	clients int
 	workers int
+	// url is what every request GETs; empty means the origin's small GET.
+	url string
 }
 
 // loadState is one target's side of a timed load, accumulated over rounds.
@@ -133,7 +135,10 @@ func (st *loadState) totalDials() int64 {
 // runLoadRounds runs spec against every target in interleaved rounds and
 // reports req/s, p50, p99 and the proxy's CPU per request.
 func runLoadRounds(ctx context.Context, cfg config, o *origin, ts []*target, spec loadSpec, progress io.Writer) map[string]measure {
-	u := o.url(pathSmall)
+	u := spec.url
+	if u == "" {
+		u = o.url(pathSmall)
+	}
 	states := make([]*loadState, len(ts))
 	for i, t := range ts {
 		st := &loadState{t: t, cpuOK: true, totalOK: true}

@@ -26,11 +26,19 @@ import (
 // files, audit), median of cfg.sessionRuns after one warm-up.
 func scenarioSessions(ctx context.Context, cfg config, t *target) measure {
 	var m measure
-	d := t.aileron
-	if d == nil {
+	if t.aileron == nil {
 		m.addNote("n/a")
 		return m
 	}
+	timeSessions(ctx, cfg, t.aileron, hosts100FQN, 100, "session_ms", &m)
+	return m
+}
+
+// timeSessions creates cfg.sessionRuns + 1 sessions for the connector fqn
+// through the control API, checks each has wantHosts hosts, and sets key to
+// the median time in ms of all but the first (a warm-up). The sessions are
+// ended before it returns.
+func timeSessions(ctx context.Context, cfg config, d *aileronDaemon, fqn string, wantHosts int, key string, m *measure) {
 	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	defer c.CloseIdleConnections()
 	var ids []string
@@ -47,16 +55,16 @@ func scenarioSessions(ctx context.Context, cfg config, t *target) measure {
 	var took []time.Duration
 	for i := range cfg.sessionRuns + 1 {
 		t0 := time.Now()
-		id, hosts, err := createSessionAPI(ctx, c, d)
+		id, hosts, err := createSessionAPI(ctx, c, d, fqn)
 		el := time.Since(t0)
 		if err != nil {
 			m.addNote("%v", err)
-			return m
+			return
 		}
 		ids = append(ids, id)
-		if hosts != 100 {
-			m.addNote("the session has %d hosts, want 100", hosts)
-			return m
+		if hosts != wantHosts {
+			m.addNote("the session has %d hosts, want %d", hosts, wantHosts)
+			return
 		}
 		if i > 0 { // the first is a warm-up
 			took = append(took, el)
@@ -64,14 +72,13 @@ func scenarioSessions(ctx context.Context, cfg config, t *target) measure {
 	}
 	slices.Sort(took)
 	med := took[len(took)/2]
-	m.set("session_ms", float64(med)/float64(time.Millisecond))
+	m.set(key, float64(med)/float64(time.Millisecond))
 	m.addNote("%d sessions: min %.1f ms, max %.1f ms", len(took),
 		float64(took[0])/float64(time.Millisecond), float64(took[len(took)-1])/float64(time.Millisecond))
-	return m
 }
 
-func createSessionAPI(ctx context.Context, c *http.Client, d *aileronDaemon) (string, int, error) {
-	body := fmt.Sprintf(`{"connectors":[%q],"ttl":"1h"}`, hosts100FQN)
+func createSessionAPI(ctx context.Context, c *http.Client, d *aileronDaemon, fqn string) (string, int, error) {
+	body := fmt.Sprintf(`{"connectors":[%q],"ttl":"1h"}`, fqn)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.APIURL+"/v1/sessions", strings.NewReader(body))
 	if err != nil {
 		return "", 0, err

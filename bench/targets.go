@@ -165,7 +165,7 @@ func (d *aileronDaemon) createSession(ctx context.Context, fqn string) (createdS
 	return s, nil
 }
 
-// startAileron installs the bench connectors, sets the bearer credential,
+// startAileron installs the bench connectors, sets their bearer credential,
 // starts serve against the origin and creates the sessions the scenarios
 // use. Everything it starts is registered with cleanup.
 func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelSessions int, cleanup *cleanups) (*target, error) {
@@ -176,8 +176,10 @@ func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelS
 	home := filepath.Join(dir, "home")
 	d := &aileronDaemon{bin: bin, home: home}
 	specs := map[string]string{
-		"bench.aileron.connector.v1.json":    benchSpec(o.authority()),
-		"hosts100.aileron.connector.v1.json": hosts100Spec(),
+		"bench.aileron.connector.v1.json":     benchSpec(o.authority()),
+		"hosts100.aileron.connector.v1.json":  hosts100Spec(),
+		"ops-small.aileron.connector.v1.json": opsSpec(o, opsSmall),
+		"ops-large.aileron.connector.v1.json": opsSpec(o, opsLarge),
 	}
 	for name, body := range specs {
 		p := filepath.Join(dir, name)
@@ -188,12 +190,14 @@ func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelS
 			return nil, err
 		}
 	}
-	if _, err := d.cli(ctx, benchToken+"\n", "credential", "set", benchFQN, "--kind", "bearer", "--stdin"); err != nil {
-		return nil, err
+	for _, fqn := range []string{benchFQN, opsFQN(opsSmall), opsFQN(opsLarge)} {
+		if _, err := d.cli(ctx, benchToken+"\n", "credential", "set", fqn, "--kind", "bearer", "--stdin"); err != nil {
+			return nil, err
+		}
 	}
 	cmd := exec.Command(bin, "--home", home, "serve",
 		"--proxy-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0",
-		"--resolve", o.authority()+"="+o.addr(), "--upstream-ca", o.caFile)
+		"--resolve", o.authority()+"="+o.addr(), "--resolve", o.opsAuthority()+"="+o.addr(), "--upstream-ca", o.caFile)
 	cmd.Env = testkit.CleanEnv()
 	p, err := startProcess(name, cmd, filepath.Join(dir, "serve.log"))
 	if err != nil {

@@ -52,6 +52,9 @@ type Daemon struct {
 
 	store    *policy.Store
 	snapshot atomic.Pointer[policy.Snapshot]
+	// compiler builds each installed package once per version (digest);
+	// reloads reuse the unchanged ones.
+	compiler policy.Compiler
 	creds    atomic.Pointer[credentials.Resolver]
 
 	// actionStore and actions are the installed actions and the runnable
@@ -305,7 +308,8 @@ func (d *Daemon) closeListeners() {
 }
 
 // reloadPolicy compiles the store's active connectors and swaps the
-// snapshot in; on error the previous snapshot stays.
+// snapshot in; on error the previous snapshot stays. Connectors whose
+// package did not change since the last reload are not compiled again.
 func (d *Daemon) reloadPolicy() error {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
@@ -316,7 +320,7 @@ func (d *Daemon) reloadPolicy() error {
 	for _, p := range res.Problems {
 		d.log.Error("skipping installed connector", zap.String("reason", p))
 	}
-	snap, err := policy.Compile(res.Active)
+	snap, err := d.compiler.Compile(res.Active)
 	if err != nil {
 		return fmt.Errorf("compiling policy: %w", err)
 	}

@@ -8,9 +8,9 @@ import (
 	"strings"
 )
 
-// This file holds the compiled matcher: Compile indexes the active connectors
-// once (host:port → method → exact path or path template → operation), and
-// Decide answers, without side effects, whether a request is one of a
+// This file holds the compiled matcher: Compile joins the index of each
+// active connector (host:port → method → exact path or template trie →
+// operation, built in index.go), and Decide answers, without side effects, whether a request is one of a
 // session's operations. Scope, Lookup by name and request canonicalization
 // (host:port and path) are in scope.go.
 
@@ -107,35 +107,10 @@ var (
 // mutators: a reload compiles a new Snapshot and swaps it in. All methods are
 // safe for concurrent use, and a nil *Snapshot allows nothing.
 type Snapshot struct {
-	conns     []Connector             // sorted by FQN; specs are private copies
-	ops       [][][]CompiledOperation // [connector][tool][operation], as in conns' specs
-	byFQN     map[string]int          // FQN → index in conns
+	conns     []*compiledConnector // sorted by FQN; shared with other snapshots (see Compiler)
+	byFQN     map[string]int       // FQN → index in conns
 	hosts     map[string]*hostIndex
 	hostNames []string // keys of hosts, sorted
-}
-
-// hostIndex holds the proxyable operations that list one host:port.
-type hostIndex struct {
-	name    string
-	fqns    []string      // connectors with an operation here, sorted
-	methods []methodIndex // a handful at most: searched linearly
-	listing []listedOp    // sorted by text
-}
-
-type methodIndex struct {
-	method string
-	exact  map[string][]*opEntry // decoded all-literal path → operations
-	bySegs [][]*opEntry          // templates by segment count, most specific first
-}
-
-type listedOp struct{ fqn, text string }
-
-// opEntry is one proxyable operation, shared by all its hosts: where it
-// belongs and its compiled form, whose template is never nil.
-type opEntry struct {
-	fqn, hash, tool string
-	c               *CompiledOperation
-	order           int // compile order, the final tie-break
 }
 
 // Compile indexes the connectors into a Snapshot. The specs are expected to
@@ -144,9 +119,16 @@ type opEntry struct {
 // repeated FQN, a host that is not host[:port], or a path that is not
 // canonical. Operations without method, path or hosts are kept for Lookup but
 // never match a request. Overlapping operations are not an error here: Decide
-// refuses the requests they both match.
+// refuses the requests they both match. Compile builds every connector
+// afresh; a Compiler reuses the connectors it built before.
 func Compile(conns []Connector) (*Snapshot, error) {
-	s := &Snapshot{byFQN: make(map[string]int, len(conns)), hosts: make(map[string]*hostIndex)}
+	return compile(conns, compileConnector)
+}
+
+// compile checks conns, builds each with build, in FQN order, and joins
+// their host indexes.
+func compile(conns []Connector, build func(Connector) (*compiledConnector, error)) (*Snapshot, error) {
+	byFQN := make(map[string]int, len(conns))
 	for i, c := range conns {
 		if c.Spec == nil {
 			return nil, fmt.Errorf("compiling connectors[%d]: spec is nil; pass only parsed, valid specs", i)
@@ -155,228 +137,40 @@ func Compile(conns []Connector) (*Snapshot, error) {
 		if fqn == "" {
 			return nil, fmt.Errorf("compiling connectors[%d]: connector.fqn is empty; validate the spec with ParseSpec first", i)
 		}
-		if j, dup := s.byFQN[fqn]; dup {
-			return nil, fmt.Errorf("compiling connector %q: it is listed twice (hashes %q and %q); pass only the active version of each connector", fqn, s.conns[j].Hash, c.Hash)
+		if j, dup := byFQN[fqn]; dup {
+			return nil, fmt.Errorf("compiling connector %q: it is listed twice (hashes %q and %q); pass only the active version of each connector", fqn, conns[j].Hash, c.Hash)
 		}
-		s.byFQN[fqn] = len(s.conns)
-		s.conns = append(s.conns, Connector{Spec: cloneSpec(c.Spec), Hash: c.Hash})
+		byFQN[fqn] = i
 	}
-	sort.Slice(s.conns, func(i, j int) bool { return s.conns[i].Spec.Connector.FQN < s.conns[j].Spec.Connector.FQN })
-	order := 0
-	for i, c := range s.conns {
-		s.byFQN[c.Spec.Connector.FQN] = i
-		if err := s.index(c, &order); err != nil {
+	sorted := slices.Clone(conns)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Spec.Connector.FQN < sorted[j].Spec.Connector.FQN })
+	s := &Snapshot{conns: make([]*compiledConnector, len(sorted)), byFQN: byFQN, hosts: make(map[string]*hostIndex)}
+	for i, c := range sorted {
+		cc, err := build(c)
+		if err != nil {
 			return nil, err
 		}
+		fqn := c.Spec.Connector.FQN
+		s.conns[i], s.byFQN[fqn] = cc, i
+		for name, h := range cc.hosts {
+			hi := s.hosts[name]
+			if hi == nil {
+				hi = &hostIndex{name: name}
+				s.hosts[name] = hi
+			}
+			// FQN order, as the connectors are visited.
+			hi.parts = append(hi.parts, hostPart{fqn: fqn, h: h})
+		}
 	}
-	for name, hi := range s.hosts {
+	for name := range s.hosts {
 		s.hostNames = append(s.hostNames, name)
-		hi.finish()
 	}
 	sort.Strings(s.hostNames)
 	return s, nil
 }
 
-// index compiles every operation of c and adds the proxyable ones to the
-// host indexes.
-func (s *Snapshot) index(c Connector, order *int) error {
-	fqn := c.Spec.Connector.FQN
-	tools := make([][]CompiledOperation, len(c.Spec.Tools))
-	s.ops = append(s.ops, tools)
-	for ti := range c.Spec.Tools {
-		t := &c.Spec.Tools[ti]
-		tools[ti] = make([]CompiledOperation, len(t.Operations))
-		for oi := range t.Operations {
-			op := &t.Operations[oi]
-			co, err := compileOperation(op, fmt.Sprintf("tools[%d].operations[%d]", ti, oi))
-			if err != nil {
-				return fmt.Errorf("compiling connector %q: %w", fqn, err)
-			}
-			tools[ti][oi] = co
-			if co.tmpl == nil {
-				continue
-			}
-			*order++
-			e := &opEntry{fqn: fqn, hash: c.Hash, tool: t.Name, c: &tools[ti][oi], order: *order}
-			text := op.Method + " " + op.Path + " (" + t.Name + " " + op.Name + ")"
-			for _, name := range co.hosts {
-				s.host(name).add(e, text)
-			}
-		}
-	}
-	return nil
-}
-
-func (s *Snapshot) host(name string) *hostIndex {
-	hi := s.hosts[name]
-	if hi == nil {
-		hi = &hostIndex{name: name}
-		s.hosts[name] = hi
-	}
-	return hi
-}
-
-// add indexes e under this host; text is its listing line, "METHOD /path
-// (tool operation)".
-func (hi *hostIndex) add(e *opEntry, text string) {
-	method := e.c.op.Method
-	mi := hi.method(method)
-	if mi == nil {
-		hi.methods = append(hi.methods, methodIndex{method: method, exact: make(map[string][]*opEntry)})
-		mi = &hi.methods[len(hi.methods)-1]
-	}
-	if t := e.c.tmpl; len(t.params) == 0 {
-		key := exactKey(t.segs)
-		mi.exact[key] = append(mi.exact[key], e)
-	} else {
-		n := len(t.segs)
-		for len(mi.bySegs) <= n {
-			mi.bySegs = append(mi.bySegs, nil)
-		}
-		mi.bySegs[n] = append(mi.bySegs[n], e)
-	}
-	hi.listing = append(hi.listing, listedOp{fqn: e.fqn, text: text})
-	if i, found := slices.BinarySearch(hi.fqns, e.fqn); !found {
-		hi.fqns = slices.Insert(hi.fqns, i, e.fqn)
-	}
-}
-
-// finish orders the templates by specificity and the listing by text.
-func (hi *hostIndex) finish() {
-	for i := range hi.methods {
-		for _, b := range hi.methods[i].bySegs {
-			sort.SliceStable(b, func(x, y int) bool {
-				if c := compareShape(b[x], b[y]); c != 0 {
-					return c < 0
-				}
-				return b[x].order < b[y].order
-			})
-		}
-	}
-	sort.Slice(hi.listing, func(i, j int) bool {
-		if hi.listing[i].text != hi.listing[j].text {
-			return hi.listing[i].text < hi.listing[j].text
-		}
-		return hi.listing[i].fqn < hi.listing[j].fqn
-	})
-}
-
-// compareShape orders two templates with the same number of segments: the
-// one whose first differing segment is more specific (a literal, then a
-// template with a custom method) comes first. Zero means the same shape.
-func compareShape(a, b *opEntry) int {
-	as, bs := a.c.tmpl.segs, b.c.tmpl.segs
-	for i := range as {
-		if ra, rb := as[i].rank(), bs[i].rank(); ra != rb {
-			return ra - rb
-		}
-	}
-	return 0
-}
-
-func (hi *hostIndex) inScope(sc Scope) bool {
-	for _, f := range hi.fqns {
-		if sc.has(f) {
-			return true
-		}
-	}
-	return false
-}
-
-func (hi *hostIndex) method(m string) *methodIndex {
-	for i := range hi.methods {
-		if hi.methods[i].method == m {
-			return &hi.methods[i]
-		}
-	}
-	return nil
-}
-
-// allowed returns the listing of the host within sc, sorted and distinct.
-func (hi *hostIndex) allowed(sc Scope) []string {
-	var out []string
-	for _, l := range hi.listing {
-		if sc.has(l.fqn) && (len(out) == 0 || out[len(out)-1] != l.text) {
-			out = append(out, l.text)
-		}
-	}
-	return out
-}
-
-// find returns the in-scope operation that a canonical path matches under
-// this method, or every equally specific candidate when there is more than
-// one. An exact path beats any template.
-func (mi *methodIndex) find(sc Scope, p string, nseg int, escaped bool) (*opEntry, []*opEntry) {
-	var exact []*opEntry
-	if escaped {
-		var buf [256]byte
-		exact = mi.exact[string(decodeAppend(buf[:0], p))]
-	} else {
-		exact = mi.exact[p]
-	}
-	var best *opEntry
-	var amb []*opEntry
-	for _, e := range exact {
-		if sc.has(e.fqn) {
-			if best == nil {
-				best = e
-			} else {
-				amb = append(amb, e)
-			}
-		}
-	}
-	if best == nil && nseg < len(mi.bySegs) {
-		for _, e := range mi.bySegs[nseg] {
-			if best != nil && compareShape(best, e) != 0 {
-				break
-			}
-			if sc.has(e.fqn) && e.matchPath(p) {
-				if best == nil {
-					best = e
-				} else {
-					amb = append(amb, e)
-				}
-			}
-		}
-	}
-	if amb != nil {
-		return nil, append([]*opEntry{best}, amb...)
-	}
-	return best, nil
-}
-
-// matchPath reports whether the canonical path p matches the template.
-func (e *opEntry) matchPath(p string) bool {
-	segs := e.c.tmpl.segs
-	rest := p[1:]
-	for i := range segs {
-		seg := rest
-		if i < len(segs)-1 {
-			j := strings.IndexByte(rest, '/')
-			if j < 0 {
-				return false
-			}
-			seg, rest = rest[:j], rest[j+1:]
-		} else if strings.IndexByte(seg, '/') >= 0 {
-			return false
-		}
-		sg := &segs[i]
-		if sg.suffix != "" {
-			if _, rest, ok := splitCustomMethod(seg); !ok || !segmentEqual(rest, sg.suffix) {
-				return false
-			}
-		} else if sg.isParam {
-			if seg == "" {
-				return false
-			}
-		} else if !segmentEqual(seg, sg.lit) {
-			return false
-		}
-	}
-	return true
-}
-
-// match builds the Match of a request path that matchPath accepted.
+// match builds the Match of a canonical request path that the operation's
+// template matches.
 func (e *opEntry) match(p string) *Match {
 	m := &Match{ConnectorFQN: e.fqn, ConnectorHash: e.hash, Tool: e.tool, Compiled: e.c}
 	t := e.c.tmpl
@@ -407,7 +201,11 @@ func (s *Snapshot) Connectors() []Connector {
 	if s == nil {
 		return nil
 	}
-	return slices.Clone(s.conns)
+	out := make([]Connector, len(s.conns))
+	for i, cc := range s.conns {
+		out[i] = cc.conn
+	}
+	return out
 }
 
 // Connector returns the compiled connector with this FQN.
@@ -419,7 +217,7 @@ func (s *Snapshot) Connector(fqn string) (Connector, bool) {
 	if !ok {
 		return Connector{}, false
 	}
-	return s.conns[i], true
+	return s.conns[i].conn, true
 }
 
 // Hosts returns the normalized host:port of every host an operation in the
@@ -476,16 +274,13 @@ func (s *Snapshot) Decide(sc Scope, r Request) Decision {
 	if hi == nil {
 		return s.denyHost(sc, r, displayHost(name)+" is not a host this session can reach")
 	}
-	nseg, problem := inspectPath(r.Path)
+	_, problem := inspectPath(r.Path)
 	if problem == "" {
-		if mi := hi.method(r.Method); mi != nil {
-			best, amb := mi.find(sc, r.Path, nseg, strings.IndexByte(r.Path, '%') >= 0)
-			if best != nil {
-				return Decision{Allow: true, Reason: ReasonAllowed, Match: best.match(r.Path)}
-			}
-			if amb != nil {
-				return denyAmbiguous(sc, hi, r, amb)
-			}
+		switch cands := hi.find(sc, r.Method, r.Path, strings.IndexByte(r.Path, '%') >= 0); {
+		case len(cands) == 1:
+			return Decision{Allow: true, Reason: ReasonAllowed, Match: cands[0].match(r.Path)}
+		case len(cands) > 1:
+			return denyAmbiguous(sc, hi, r, cands)
 		}
 	}
 	if !hi.inScope(sc) {
@@ -498,7 +293,7 @@ func (s *Snapshot) Decide(sc Scope, r Request) Decision {
 			printable(r.Method), r.Path, displayHost(name), problem, capList(allowed))}
 	}
 	msg := fmt.Sprintf("%s %s on %s is not an operation this session allows", printable(r.Method), r.Path, displayHost(name))
-	if others := otherMethods(sc, hi, r, nseg); others != "" {
+	if others := otherMethods(sc, hi, r); others != "" {
 		msg += " (this path is allowed with " + others + ")"
 	}
 	return Decision{Reason: ReasonOperationNotAllowed, AllowedOperations: allowed,
@@ -532,19 +327,14 @@ func denyAmbiguous(sc Scope, hi *hostIndex, r Request, amb []*opEntry) Decision 
 
 // otherMethods lists the methods under which the canonical path would be
 // allowed, for the deny message.
-func otherMethods(sc Scope, hi *hostIndex, r Request, nseg int) string {
+func otherMethods(sc Scope, hi *hostIndex, r Request) string {
 	var out []string
 	escaped := strings.IndexByte(r.Path, '%') >= 0
-	for i := range hi.methods {
-		mi := &hi.methods[i]
-		if mi.method == r.Method {
-			continue
-		}
-		if best, amb := mi.find(sc, r.Path, nseg, escaped); best != nil || amb != nil {
-			out = append(out, mi.method)
+	for _, m := range hi.methods(sc) {
+		if m != r.Method && len(hi.find(sc, m, r.Path, escaped)) > 0 {
+			out = append(out, m)
 		}
 	}
-	sort.Strings(out)
 	return strings.Join(out, ", ")
 }
 

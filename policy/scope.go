@@ -77,19 +77,19 @@ func (s *Snapshot) Lookup(sc Scope, fqn, tool, op string) (*Match, error) {
 		_, installed := s.Connector(fqn)
 		return nil, &LookupError{Kind: LookupConnector, FQN: fqn, Tool: tool, Operation: op, Installed: installed, Allowed: avail}
 	}
-	c := s.conns[i]
+	cc := s.conns[i]
+	if co, ok := cc.lookup(tool, op); ok {
+		return &Match{ConnectorFQN: fqn, ConnectorHash: cc.conn.Hash, Tool: tool, Compiled: co}, nil
+	}
 	names := []string{}
-	for ti := range c.Spec.Tools {
-		t := &c.Spec.Tools[ti]
+	for ti := range cc.conn.Spec.Tools {
+		t := &cc.conn.Spec.Tools[ti]
 		if t.Name != tool {
 			names = append(names, t.Name)
 			continue
 		}
 		ops := []string{}
 		for oi := range t.Operations {
-			if t.Operations[oi].Name == op {
-				return &Match{ConnectorFQN: fqn, ConnectorHash: c.Hash, Tool: tool, Compiled: &s.ops[i][ti][oi]}, nil
-			}
 			ops = append(ops, t.Operations[oi].Name)
 		}
 		sort.Strings(ops)

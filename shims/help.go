@@ -21,11 +21,18 @@ AILERON_API_URL unset; 70 cannot create temporary files; 76 daemon reply
 without the shim protocol; 77 denied (policy, approval or credential).
 `
 
-// toolHelp renders `<tool> --help`.
+// toolHelp renders `<tool> --help`: every operation in full, or for a
+// grouped tool (see isGrouped) one line per operation by group.
 func toolHelp(r toolRef) string {
 	var b strings.Builder
 	writeToolHeader(&b, r)
 	fmt.Fprintf(&b, "\nUsage:\n  %s <operation> [--args '<json object>'] [--json]\n  %s <operation> --help\n", r.command, r.command)
+	if isGrouped(r.tool) {
+		writeGroupedOperations(&b, r)
+		b.WriteString("\n")
+		b.WriteString(exitCodesHelp)
+		return b.String()
+	}
 	b.WriteString("\nOperations:\n")
 	for i := range r.tool.Operations {
 		op := &r.tool.Operations[i]

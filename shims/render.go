@@ -276,7 +276,7 @@ func Render(opts RenderOptions) (*Rendered, error) {
 			Tool:          r.tool.Name,
 			Script:        script,
 		})
-		writeToolsLine(&txt, r.command, r.conn.Spec.Connector.FQN, "Aileron connector operations: "+strings.Join(operationNames(r.tool), ", "))
+		writeToolsLine(&txt, r.command, r.conn.Spec.Connector.FQN, "Aileron connector operations: "+operationList(r.command, r.tool))
 	}
 	sort.SliceStable(out.Shims, func(i, j int) bool { return out.Shims[i].Command < out.Shims[j].Command })
 	out.ToolsTxt = txt.Bytes()

@@ -65,12 +65,13 @@ func heredocDelimiter(text string) (string, error) {
 func renderScript(r toolRef) ([]byte, error) {
 	general := toolHelp(r)
 	opHelps := make([]string, len(r.tool.Operations))
-	all := general
+	var all strings.Builder
+	all.WriteString(general)
 	for i := range r.tool.Operations {
 		opHelps[i] = operationHelp(r, &r.tool.Operations[i])
-		all += opHelps[i]
+		all.WriteString(opHelps[i])
 	}
-	delim, err := heredocDelimiter(all)
+	delim, err := heredocDelimiter(all.String())
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +84,7 @@ func renderScript(r toolRef) ([]byte, error) {
 	fmt.Fprintf(&b, "aileron_cmd=%s\n", ShellQuote(r.command))
 	fmt.Fprintf(&b, "aileron_fqn=%s\n", ShellQuote(jsonString(r.conn.Spec.Connector.FQN)))
 	fmt.Fprintf(&b, "aileron_tool=%s\n", ShellQuote(jsonString(r.tool.Name)))
-	fmt.Fprintf(&b, "aileron_ops=%s\n", ShellQuote(strings.Join(operationNames(r.tool), ", ")))
+	fmt.Fprintf(&b, "aileron_ops=%s\n", ShellQuote(operationList(r.command, r.tool)))
 	fmt.Fprintf(&b, "aileron_noun=operation\naileron_path=%s\n\n", ShellQuote(RunPath))
 
 	b.WriteString("# aileron_help prints the help of the tool.\naileron_help() {\n")

@@ -1,5 +1,6 @@
 // Package specs compiles connector spec documents into policy snapshots
-// for tests, failing the test on the first error.
+// for tests, failing the test on the first error, and generates large
+// synthetic spec documents for scale tests and benchmarks.
 package specs
 
 import (
