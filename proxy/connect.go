@@ -118,7 +118,7 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 	switch {
 	case snap != nil && snap.Intercepts(sess.Scope, target):
 		mode = modeIntercept
-	case matchPassthrough(s.globs, hostname, port):
+	case hostport.MatchAny(s.globs, hostname, port):
 		mode = modePassthrough
 	default:
 		var hosts []string
