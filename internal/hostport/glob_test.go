@@ -51,7 +51,6 @@ func TestParseHostGlob(t *testing.T) {
 	}
 }
 
-
 func target(t *testing.T, s string) (string, int) {
 	t.Helper()
 	hp, err := New(s)
