@@ -36,7 +36,7 @@ func TestClassify(t *testing.T) {
 
 func TestMaskPath(t *testing.T) {
 	tests := map[string]string{
-		"/items/17":                                      "/items/{number}",
+		"/items/17": "/items/{number}",
 		"/orders/3f2504e0-4f89-11d3-9a0c-0305e82c3301/x": "/orders/{uuid}/x",
 		"/":                    "/",
 		"/users/a%40b.example": "/users/{value}",
