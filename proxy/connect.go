@@ -118,6 +118,8 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 	switch {
 	case snap != nil && snap.Intercepts(sess.Scope, target):
 		mode = modeIntercept
+	case s.cfg.Learn != nil && hostport.MatchAny(sess.Learn, hostname, port):
+		mode = modeIntercept // learned forwarding (learn.go)
 	case hostport.MatchAny(s.globs, hostname, port):
 		mode = modePassthrough
 	default:
