@@ -33,7 +33,7 @@ const (
 	EventPassthrough = "connector.proxy.passthrough"
 	// EventWebSocketClosed follows the EventProxied of a WebSocket handshake
 	// (same AuditID) when the relayed WebSocket ends.
-	EventWebSocketClosed   = "connector.proxy.websocket_closed"
+	EventWebSocketClosed = "connector.proxy.websocket_closed"
 	// EventLearned is a request of a learn session forwarded without
 	// credentials because no operation matched it; Learned describes it by
 	// names and types only.

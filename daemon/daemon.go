@@ -28,9 +28,9 @@ import (
 	"github.com/aileron-dev/aileron-proxy/ca"
 	"github.com/aileron-dev/aileron-proxy/console"
 	"github.com/aileron-dev/aileron-proxy/credentials"
-	"github.com/aileron-dev/aileron-proxy/learn"
 	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/learn"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
@@ -63,12 +63,12 @@ type Daemon struct {
 	audit    *audit.Writer
 	sessions *session.Registry
 	// learn keeps the learn records of learn sessions.
-	learn *learn.Store
-	broker   *approval.Broker
-	proxy    *proxy.Server
-	api      *api.Server
-	console  *console.Console
-	apiHTTP  *http.Server
+	learn   *learn.Store
+	broker  *approval.Broker
+	proxy   *proxy.Server
+	api     *api.Server
+	console *console.Console
+	apiHTTP *http.Server
 	// sandboxes are the long-lived sandboxes (sandboxes.go).
 	sandboxes *launcher.SandboxManager
 
