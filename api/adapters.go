@@ -25,7 +25,7 @@ func (a ProxySessions) AuthenticateProxy(id, secret string) (proxy.Session, erro
 	if err != nil {
 		return proxy.Session{}, err
 	}
-	return proxy.Session{ID: s.ID, Scope: s.Scope, CA: s.CA, ExpiresAt: s.ExpiresAt}, nil
+	return proxy.Session{ID: s.ID, Scope: s.Scope, CA: s.CA, ExpiresAt: s.ExpiresAt, Learn: s.LearnGlobs}, nil
 }
 
 // ProxyApprover adapts an approval broker to proxy.Approver. Every outcome

@@ -69,6 +69,9 @@ type CreateSandboxRequest struct {
 	// (launcher.LocalEnvNames); a name missing here is unset. The daemon's
 	// own environment is never read for them.
 	LocalEnv map[string]string `json:"local_env,omitempty"`
+	// Learn are host patterns that make the sandbox's session a learn
+	// session, as in POST /v1/sessions.
+	Learn []string `json:"learn,omitempty"`
 }
 
 // CreatedSandbox is the 201 response of POST /v1/sandboxes, and what

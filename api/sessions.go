@@ -32,6 +32,11 @@ type CreateSessionRequest struct {
 	// ApprovalSurface is "both" (default), "cli" (the web console shows
 	// but does not decide this session's approvals) or "api".
 	ApprovalSurface string `json:"approval_surface,omitempty"`
+	// Learn are host patterns ("api.example.com", "*.example.org") that make
+	// this a learn session: requests to matching hosts that no operation
+	// matches are forwarded without credentials and recorded for
+	// `connector draft`. Its TTL then defaults to 1h.
+	Learn []string `json:"learn,omitempty"`
 }
 
 // CreatedSession is the 201 response of POST /v1/sessions. It is the only
@@ -49,6 +54,9 @@ type CreatedSession struct {
 	ExpiresAt    time.Time `json:"expires_at"`
 	Connectors   []string  `json:"connectors"`
 	Hosts        []string  `json:"hosts"`
+	// Learn are the learn patterns, normal form; absent for an ordinary
+	// session.
+	Learn []string `json:"learn,omitempty"`
 }
 
 // SessionInfo describes a live session without its secrets.
@@ -62,6 +70,8 @@ type SessionInfo struct {
 	Project    string    `json:"project,omitempty"`
 	// ApprovalSurface is "both", "cli" or "api".
 	ApprovalSurface string `json:"approval_surface"`
+	// Learn are the learn patterns of a learn session.
+	Learn []string `json:"learn,omitempty"`
 }
 
 // SessionList is the response of GET /v1/sessions.
@@ -128,6 +138,7 @@ func infoOf(s *session.Session) SessionInfo {
 		Agent:           s.Agent,
 		Project:         s.Project,
 		ApprovalSurface: approval.Surface(s.ApprovalSurface).String(),
+		Learn:           s.Learn,
 	}
 }
 
@@ -159,7 +170,7 @@ func (s *Server) createSession(c echo.Context) error {
 		return err
 	}
 	sess, sec, err := s.cfg.Sessions.Create(session.CreateOptions{Connectors: req.Connectors, TTL: ttl, Snapshot: snap, Agent: req.Agent, Project: req.Project,
-		ApprovalSurface: surface.String()})
+		ApprovalSurface: surface.String(), Learn: req.Learn})
 	if err != nil {
 		var uce *session.UnknownConnectorsError
 		if errors.As(err, &uce) {
@@ -186,16 +197,16 @@ func (s *Server) createSession(c echo.Context) error {
 	}
 	s.clients.prune(func(id string) bool { _, ok := s.cfg.Sessions.Get(id); return ok })
 
-	s.cfg.Audit.Record(audit.Event{
-		Event:     audit.EventSessionCreated,
-		SessionID: sess.ID,
-		Fields: map[string]string{
-			"connectors": strings.Join(sess.Connectors, ","),
-			"expires_at": sess.ExpiresAt.UTC().Format(time.RFC3339),
-		},
-	})
+	fields := map[string]string{
+		"connectors": strings.Join(sess.Connectors, ","),
+		"expires_at": sess.ExpiresAt.UTC().Format(time.RFC3339),
+	}
+	if sess.IsLearning() {
+		fields["learn"] = strings.Join(sess.Learn, ",")
+	}
+	s.cfg.Audit.Record(audit.Event{Event: audit.EventSessionCreated, SessionID: sess.ID, Fields: fields})
 	s.log.Info("session created", zap.String("session_id", sess.ID),
-		zap.Strings("connectors", sess.Connectors), zap.Time("expires_at", sess.ExpiresAt))
+		zap.Strings("connectors", sess.Connectors), zap.Strings("learn", sess.Learn), zap.Time("expires_at", sess.ExpiresAt))
 
 	proxyURL := (&url.URL{Scheme: "http", User: url.UserPassword(sess.ID, sec.ProxySecret), Host: s.cfg.AdvertiseProxyAddr}).String()
 	return c.JSON(http.StatusCreated, CreatedSession{
@@ -208,6 +219,7 @@ func (s *Server) createSession(c echo.Context) error {
 		ExpiresAt:    sess.ExpiresAt.UTC(),
 		Connectors:   nonNil(sess.Connectors),
 		Hosts:        nonNil(sess.Hosts),
+		Learn:        sess.Learn,
 	})
 }
 

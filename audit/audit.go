@@ -33,7 +33,11 @@ const (
 	EventPassthrough = "connector.proxy.passthrough"
 	// EventWebSocketClosed follows the EventProxied of a WebSocket handshake
 	// (same AuditID) when the relayed WebSocket ends.
-	EventWebSocketClosed   = "connector.proxy.websocket_closed"
+	EventWebSocketClosed = "connector.proxy.websocket_closed"
+	// EventLearned is a request of a learn session forwarded without
+	// credentials because no operation matched it; Learned describes it by
+	// names and types only.
+	EventLearned           = "connector.proxy.learned"
 	EventApprovalRequested = "approval.requested"
 	EventApprovalDecided   = "approval.decided"
 	EventSessionCreated    = "session.created"
@@ -94,6 +98,27 @@ type Event struct {
 	// WebSocket is set on EventWebSocketClosed; BytesIn and BytesOut then
 	// count frame payload bytes, DurationMS the time from the handshake.
 	WebSocket *WebSocketStats `json:"websocket,omitempty"`
+	// Learned is set on EventLearned; Path is then masked (identifier
+	// segments replaced by their class, "/items/{number}").
+	Learned *Learned `json:"learned,omitempty"`
+}
+
+// Learned describes a learned request by names and types, never values.
+type Learned struct {
+	// QueryNames are the query parameter names, in order of appearance.
+	QueryNames []string `json:"query_names,omitempty"`
+	// BodyKeys are the top-level keys of a JSON body with their JSON types.
+	BodyKeys []LearnedKey `json:"body_keys,omitempty"`
+	// ContentType is the request's media type; ResponseContentType the
+	// response's. Parameters are dropped.
+	ContentType         string `json:"content_type,omitempty"`
+	ResponseContentType string `json:"response_content_type,omitempty"`
+}
+
+// LearnedKey is a JSON body key and the type of its value.
+type LearnedKey struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
 }
 
 // WebSocketStats describes a relayed WebSocket at its close.

@@ -126,6 +126,17 @@ func TestEventCarriesNoPayload(t *testing.T) {
 		"source": "string", "fields": "map[string]string", "exit_code": "*int",
 		"websocket": "*audit.WebSocketStats",
 		"action":    "string",
+		"learned":   "*audit.Learned",
+	}
+	// A learned request is described by names and types only: these four
+	// fields, each a name list, a name/type list or a media type.
+	lt := reflect.TypeFor[Learned]()
+	var lf []string
+	for i := range lt.NumField() {
+		lf = append(lf, lt.Field(i).Name+" "+lt.Field(i).Type.String())
+	}
+	if got := strings.Join(lf, ", "); got != "QueryNames []string, BodyKeys []audit.LearnedKey, ContentType string, ResponseContentType string" {
+		t.Errorf("Learned fields = %s; a new field must carry no value", got)
 	}
 	typ := reflect.TypeFor[Event]()
 	if typ.NumField() != len(want) {

@@ -26,7 +26,7 @@ func Marshal(e Event) ([]byte, error) {
 // appendLine appends the normalized event as one JSON line to dst.
 func appendLine(dst []byte, e Event) ([]byte, error) {
 	e = Normalize(e)
-	if e.ExitCode != nil || e.WebSocket != nil || e.Time.Year() < 0 || e.Time.Year() > 9999 {
+	if e.ExitCode != nil || e.WebSocket != nil || e.Learned != nil || e.Time.Year() < 0 || e.Time.Year() > 9999 {
 		// Rare events and times json.Marshal refuses take the reflecting
 		// encoder.
 		b, err := json.Marshal(e)

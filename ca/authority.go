@@ -32,6 +32,11 @@ type Config struct {
 	// exactly these hosts and Leaf refuses any other. Empty means the
 	// authority can issue for no host at all. Duplicates are ignored.
 	Hosts []string
+	// Domains are DNS domains below which any host may get a leaf (a learn
+	// session's "*.example.org" patterns give "example.org"); the domain
+	// itself is not included. The root is name-constrained to them too.
+	// Empty means none.
+	Domains []string
 	// Validity is how long the root and every leaf stay valid, counted from
 	// New; a 5-minute clock-skew margin is added at both ends. Required: zero
 	// or negative is an error. Use the session's time to live.
@@ -62,6 +67,7 @@ type Authority struct {
 	certPEM []byte
 	hosts   map[string]hostName // normalized name -> host, the session's hosts
 	names   []string            // sorted normalized names, for error messages
+	domains []string            // normalized domains whose subdomains may get leaves
 
 	mu     sync.RWMutex
 	leaves map[string]*tls.Certificate
@@ -101,6 +107,15 @@ func newAuthority(cfg Config, preIssue bool) (*Authority, error) {
 	for name := range a.hosts {
 		a.names = append(a.names, name)
 	}
+	for i, raw := range cfg.Domains {
+		h, err := normalizeHost(raw)
+		if err != nil || h.isIP() {
+			return nil, fmt.Errorf("creating session CA: checking Config.Domains[%d] %q: not a DNS domain", i, raw)
+		}
+		a.domains = append(a.domains, h.name)
+	}
+	slices.Sort(a.domains)
+	a.domains = slices.Compact(a.domains)
 	slices.Sort(a.names)
 
 	if err := a.createRoot(cfg); err != nil {
@@ -203,13 +218,17 @@ func (a *Authority) nameConstraints() *x509util.NameConstraints {
 		}
 		dns = append(dns, name)
 	}
+	for _, d := range a.domains {
+		nc.PermittedDNSDomains = append(nc.PermittedDNSDomains, "."+d)
+	}
 	for _, name := range dns {
 		nc.PermittedDNSDomains = append(nc.PermittedDNSDomains, name)
-		if !slices.ContainsFunc(dns, func(other string) bool { return strings.HasSuffix(other, "."+name) }) {
+		if !slices.ContainsFunc(dns, func(other string) bool { return strings.HasSuffix(other, "."+name) }) &&
+			!slices.ContainsFunc(a.domains, func(d string) bool { return strings.HasSuffix(name, "."+d) }) {
 			nc.ExcludedDNSDomains = append(nc.ExcludedDNSDomains, "."+name)
 		}
 	}
-	if len(dns) == 0 {
+	if len(dns) == 0 && len(a.domains) == 0 {
 		nc.ExcludedDNSDomains = x509util.MultiString{""}
 	}
 	if len(nc.PermittedIPRanges) == 0 {
@@ -259,7 +278,7 @@ func (a *Authority) Leaf(host string) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("issuing leaf for %q: %w", host, err)
 	}
-	if _, ok := a.hosts[h.name]; !ok {
+	if _, ok := a.hosts[h.name]; !ok && !a.underDomain(h) {
 		return nil, fmt.Errorf("issuing leaf for %q: not one of this session's hosts (%s); intercept it by starting a session with a connector that lists it", h.name, a.hostList())
 	}
 	if err := a.checkExpiry(h.name); err != nil {
@@ -292,6 +311,14 @@ func (a *Authority) Leaf(host string) (*tls.Certificate, error) {
 		a.cacheHits.Add(1)
 	}
 	return v.(*tls.Certificate), nil
+}
+
+// underDomain reports whether h lies below one of the authority's domains.
+func (a *Authority) underDomain(h hostName) bool {
+	if h.isIP() {
+		return false
+	}
+	return slices.ContainsFunc(a.domains, func(d string) bool { return strings.HasSuffix(h.name, "."+d) })
 }
 
 // cached returns the cached leaf for the normalized name, or nil.

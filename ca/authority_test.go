@@ -458,3 +458,32 @@ func TestGoVerifiesNameConstraints(t *testing.T) {
 		})
 	}
 }
+
+// TestLeafUnderDomain: a learn session's wildcard domain lets the CA issue
+// for any host below it, and a client verifying with the name-constrained
+// root accepts those leaves and nothing outside.
+func TestLeafUnderDomain(t *testing.T) {
+	a, err := New(Config{Hosts: []string{"api.example.org"}, Domains: []string{"Example.org."}, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(a.Certificate())
+	for _, host := range []string{"a.example.org", "b.c.example.org", "x.api.example.org", "api.example.org"} {
+		leaf, err := a.Leaf(host)
+		if err != nil {
+			t.Fatalf("Leaf(%q): %v", host, err)
+		}
+		if _, err := leaf.Leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: roots}); err != nil {
+			t.Errorf("verifying the leaf of %q: %v", host, err)
+		}
+	}
+	for _, host := range []string{"example.org", "example.com", "aexample.org", "127.0.0.1"} {
+		if _, err := a.Leaf(host); err == nil {
+			t.Errorf("Leaf(%q) succeeded outside the domain", host)
+		}
+	}
+	if _, err := New(Config{Domains: []string{"10.0.0.1"}, Validity: time.Hour}); err == nil {
+		t.Error("New accepted an IP as a domain")
+	}
+}

@@ -219,6 +219,42 @@ type sessionRow struct {
 	Timeline              template.HTML
 	// Sandboxes are the session's long-lived sandboxes (sandbox up).
 	Sandboxes []Sandbox
+	// Learn are a learn session's patterns; Learned its learned requests,
+	// newest first (names and masked paths only, as audited).
+	Learn   []string
+	Learned []learnedRow
+}
+
+// learnedRow is one connector.proxy.learned event on the Sessions page.
+type learnedRow struct {
+	Time                       time.Time
+	Method, Host, Path, Detail string
+	Status                     int
+}
+
+// maxLearnedRows caps the learned requests shown per session.
+const maxLearnedRows = 50
+
+func learnedRowOf(e audit.Event) learnedRow {
+	r := learnedRow{Time: e.Time, Method: e.Method, Host: e.Host, Path: e.Path, Status: e.Status}
+	if l := e.Learned; l != nil {
+		var parts []string
+		if len(l.QueryNames) > 0 {
+			parts = append(parts, "query "+strings.Join(l.QueryNames, ", "))
+		}
+		if len(l.BodyKeys) > 0 {
+			keys := make([]string, len(l.BodyKeys))
+			for i, k := range l.BodyKeys {
+				keys[i] = k.Name + ":" + k.Type
+			}
+			parts = append(parts, "body "+strings.Join(keys, ", "))
+		}
+		if l.ResponseContentType != "" {
+			parts = append(parts, "→ "+l.ResponseContentType)
+		}
+		r.Detail = strings.Join(parts, " · ")
+	}
+	return r
 }
 
 func (c *Console) sessionsData(*http.Request) any {
@@ -237,8 +273,14 @@ func (c *Console) sessionsData(*http.Request) any {
 	}
 	var rows []sessionRow
 	for _, s := range c.cfg.Sessions.List() {
-		row := sessionRow{ID: s.ID, Agent: s.Agent, Project: s.Project, Connectors: s.Connectors, Started: s.CreatedAt, Expires: s.ExpiresAt, Sandboxes: boxes[s.ID]}
+		row := sessionRow{ID: s.ID, Agent: s.Agent, Project: s.Project, Connectors: s.Connectors, Started: s.CreatedAt, Expires: s.ExpiresAt, Sandboxes: boxes[s.ID],
+			Learn: s.Learn}
 		evs := bySession[s.ID]
+		for i := len(evs) - 1; i >= 0 && len(row.Learned) < maxLearnedRows; i-- {
+			if evs[i].Event == audit.EventLearned {
+				row.Learned = append(row.Learned, learnedRowOf(evs[i]))
+			}
+		}
 		for _, e := range evs {
 			switch kindOf(e) {
 			case markAllowed:

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -138,6 +139,24 @@ func (r *Resolver) Lookup(fqn string, kind Kind) (*Injector, bool) {
 	}
 	i, ok := r.injectors[bindingKey{fqn, kind}]
 	return i, ok
+}
+
+// Headers returns the canonical names of the request headers the
+// configured credentials are placed in (Authorization included when any
+// binding uses it), sorted: what a learned request, which carries no
+// credential, must not carry either.
+func (r *Resolver) Headers() []string {
+	if r == nil {
+		return nil
+	}
+	var out []string
+	for _, i := range r.injectors {
+		if i.header != "" && !slices.Contains(out, i.header) {
+			out = append(out, i.header)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Len returns the number of configured credentials.

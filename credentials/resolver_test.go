@@ -337,3 +337,17 @@ func TestResolverLookupAndPrevious(t *testing.T) {
 		t.Error("editing the File changed the resolver")
 	}
 }
+
+func TestResolverHeaders(t *testing.T) {
+	a := Binding{FQN: "github://acme/a", Kind: KindBearer, Source: stored("token-a-1234")}
+	b := Binding{FQN: "github://acme/b", Kind: KindAPIKey, Source: stored("token-b-1234"), Placement: Placement{Header: "x-api-key"}}
+	c := Binding{FQN: "github://acme/c", Kind: KindAPIKey, Source: stored("token-c-1234"), Placement: Placement{Query: "k"}}
+	r := resolverFor(t, ResolverConfig{}, a, b, c)
+	if got := strings.Join(r.Headers(), ","); got != "Authorization,X-Api-Key" {
+		t.Errorf("Headers() = %q, want Authorization,X-Api-Key", got)
+	}
+	var nilR *Resolver
+	if nilR.Headers() != nil {
+		t.Error("nil resolver has headers")
+	}
+}

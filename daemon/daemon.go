@@ -30,6 +30,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/credentials"
 	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/learn"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
@@ -64,11 +65,13 @@ type Daemon struct {
 
 	audit    *audit.Writer
 	sessions *session.Registry
-	broker   *approval.Broker
-	proxy    *proxy.Server
-	api      *api.Server
-	console  *console.Console
-	apiHTTP  *http.Server
+	// learn keeps the learn records of learn sessions.
+	learn   *learn.Store
+	broker  *approval.Broker
+	proxy   *proxy.Server
+	api     *api.Server
+	console *console.Console
+	apiHTTP *http.Server
 	// sandboxes are the long-lived sandboxes (sandboxes.go).
 	sandboxes *launcher.SandboxManager
 
@@ -140,6 +143,9 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 		},
 	})
 	d.sessions = session.NewRegistry(session.RegistryConfig{OnEnd: d.sessionEnded})
+	if d.learn, err = learn.OpenStore(cfg.Home); err != nil {
+		return nil, err
+	}
 
 	if d.adminToken, err = randomToken(); err != nil {
 		return nil, err
@@ -165,6 +171,7 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 		Credentials:   d.credentialSource,
 		Audit:         d.audit,
 		Approver:      api.ProxyApprover{Broker: d.broker},
+		Learn:         d.learn,
 		Registerer:    reg,
 		LeafStats:     d.leafStats,
 		InternalKey:   internalKey,
@@ -381,6 +388,8 @@ func (d *Daemon) sessionEnded(s *session.Session, e session.Ending) {
 		d.api.SessionEnded(s.ID)
 	}
 	_ = os.RemoveAll(filepath.Join(d.cfg.Home, SessionsDir, s.ID))
+	// The learn record stays for `connector draft`, which removes it.
+	d.learn.Close(s.ID)
 	d.broker.ForgetSession(s.ID)
 	d.audit.Record(audit.Event{Event: audit.EventSessionEnded, SessionID: s.ID, Reason: e.Reason.String(), ExitCode: e.ExitCode})
 	fields := []zap.Field{zap.String("session_id", s.ID), zap.String("reason", e.Reason.String())}
@@ -405,6 +414,11 @@ func (d *Daemon) writeSessionFiles(s *session.Session) (caFile, bundleFile strin
 	}
 	if err := atomicfile.WriteFile(bundleFile, ca.BundlePEM(s.CAPEM, d.systemRoots), 0o644); err != nil {
 		return "", "", fmt.Errorf("writing %s: %w", bundleFile, err)
+	}
+	if s.IsLearning() {
+		if err := d.learn.Start(learn.Header{SessionID: s.ID, Hosts: s.Learn, CreatedAt: s.CreatedAt.UTC(), Agent: s.Agent, Project: s.Project}); err != nil {
+			return "", "", err
+		}
 	}
 	return caFile, bundleFile, nil
 }

@@ -113,6 +113,10 @@ type LaunchConfig struct {
 	// the host (launch --allow-host-commands); without it a plan with one
 	// is refused.
 	AllowHostCommands bool
+	// Learn are host patterns that make the session a learn session
+	// (api.CreateSessionRequest.Learn); the banner names them. Empty means
+	// an ordinary session.
+	Learn []string
 	// CleanupTimeout bounds each teardown step (removing the container,
 	// the network, ending the session); zero means DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
@@ -255,7 +259,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%w\nnothing was started", err)
 	}
 
-	req := api.CreateSessionRequest{Agent: path.Base(agent), Project: cfg.Plan.ProjectDir, ApprovalSurface: cfg.Plan.ApprovalSurface.String(), TTL: l.ttl}
+	req := api.CreateSessionRequest{Agent: path.Base(agent), Project: cfg.Plan.ProjectDir, ApprovalSurface: cfg.Plan.ApprovalSurface.String(), TTL: l.ttl, Learn: cfg.Learn}
 	for _, c := range conns {
 		req.Connectors = append(req.Connectors, c.Spec.Connector.FQN)
 	}
@@ -375,6 +379,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	writeBanner(cfg.Stderr, bannerInfo{
 		session: sess.ID, plan: plan, rt: l.rt, tools: rendered.Shims,
 		network: network, proxy: proxyRelay.Addr(), auditLog: cfg.AuditLog, guard: guard.Summary, user: user.Summary,
+		learn: sess.Learn,
 	})
 	return l.runAgent(ctx, run)
 }

@@ -309,6 +309,8 @@ type bannerInfo struct {
 	auditLog string
 	// guard is the egress guard's GuardSummary; user the AgentUser's.
 	guard, user string
+	// learn are the session's learn patterns; nil for an ordinary session.
+	learn []string
 }
 
 // writeBanner prints the short summary launch shows on stderr before the
@@ -343,4 +345,16 @@ func writeBanner(w io.Writer, b bannerInfo) {
 		"  audit    %s\n",
 		b.session, b.plan.Tier, b.plan.Image, b.rt.Kind(), selection, b.user, tools,
 		b.network.Name, b.network.Subnet, b.proxy, b.guard, hardeningSummary(b.plan), audit)
+	if line := LearnSummary(b.learn); line != "" {
+		fmt.Fprintf(w, "  learn    %s; then `aileron-proxy connector draft --session %s --fqn FQN`\n", line, b.session)
+	}
+}
+
+// LearnSummary says which hosts a learn session learns, for the launch
+// banner and `sandbox plan`; empty for none.
+func LearnSummary(patterns []string) string {
+	if len(patterns) == 0 {
+		return ""
+	}
+	return strings.Join(patterns, ", ") + " (requests no operation matches go without credentials and are recorded)"
 }

@@ -168,7 +168,7 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	cfg := LaunchConfig{
 		Logger: log, Runtime: rt, Plan: plan, BuildPolicy: build, Sessions: m.cfg.Sessions, Daemon: m.cfg.Daemon,
 		Connectors: in.Connectors, ConnectorFQNs: req.Connectors, StoreDir: in.StoreDir, Actions: in.Actions,
-		Agent: []string{"sh"}, GuardBinary: bin, Stderr: &logWriter{log: log}, LocalEnv: localEnv,
+		Agent: []string{"sh"}, GuardBinary: bin, Stderr: &logWriter{log: log}, LocalEnv: localEnv, Learn: req.Learn,
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/ca"
 	"github.com/aileron-dev/aileron-proxy/credentials"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -37,6 +38,10 @@ type Session struct {
 	// ExpiresAt ends the session: requests after it are refused even on an
 	// open tunnel. The zero time means the proxy does not check expiry itself.
 	ExpiresAt time.Time
+	// Learn are the learn patterns of a learn session: requests to a
+	// matching host that no operation matches are forwarded without
+	// credentials and recorded (learn.go). Nil for an ordinary session.
+	Learn []hostport.Glob
 }
 
 // LeafIssuer returns the TLS certificate presented for host (a DNS name or an
@@ -210,6 +215,9 @@ type Config struct {
 	// nothing while it is unavailable: requests that would need an audit
 	// line get 503 audit_unavailable (denials are still answered).
 	Audit audit.Recorder
+	// Learn keeps the learn records of learn sessions. Nil refuses learned
+	// requests (a learn session then gets only its operations).
+	Learn LearnRecorder
 	// Approver holds operations whose spec says approval: required. Nil
 	// refuses them (fail closed).
 	Approver Approver

@@ -118,7 +118,9 @@ func (s *Server) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Con
 	switch {
 	case snap != nil && snap.Intercepts(sess.Scope, target):
 		mode = modeIntercept
-	case matchPassthrough(s.globs, hostname, port):
+	case s.cfg.Learn != nil && hostport.MatchAny(sess.Learn, hostname, port):
+		mode = modeIntercept // learned forwarding (learn.go)
+	case hostport.MatchAny(s.globs, hostname, port):
 		mode = modePassthrough
 	default:
 		var hosts []string

@@ -21,6 +21,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/credentials"
 	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/learn"
 )
 
 // countingBody counts the request body bytes the transport reads; the
@@ -106,6 +107,9 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 func (s *Server) passResponse(w http.ResponseWriter, x *exchange, resp *http.Response, scrub *credentials.Scrubber, body *countingBody, reason string) {
 	r, t, id := x.r, x.t, x.ev.AuditID
 	defer resp.Body.Close()
+	if x.learned != nil {
+		x.learned.req.ResponseContentType = learn.MediaType(resp.Header.Get("Content-Type"))
+	}
 
 	src := io.Reader(resp.Body)
 	decoded := false

@@ -30,6 +30,8 @@ type exchange struct {
 	r     *http.Request
 	path  string
 	ev    audit.Event
+	// learned is set for a request forwarded by learn mode (learn.go).
+	learned *learnedExchange
 }
 
 func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -62,6 +64,11 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusForbidden
 		}
 		s.deny(w, x, status, d.refusal)
+		return
+	}
+	if d.learn {
+		s.startLearned(x)
+		s.forward(w, x, nil, reasonLearned)
 		return
 	}
 	m := d.match
@@ -131,6 +138,9 @@ type decision struct {
 	match *policy.Match
 	// inj injects that credential; nil when there is none to inject.
 	inj *credentials.Injector
+	// learn, on allow, forwards the request without credentials as a
+	// learned request (learn.go); match is then nil.
+	learn bool
 }
 
 // decide makes the decision of the request x, in order: the session has
@@ -159,6 +169,12 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 	var pd policy.Decision
 	if snap := s.cfg.Policy(); snap != nil {
 		pd = snap.Decide(t.sess.Scope, policy.Request{Method: x.ev.Method, Host: t.target, Path: x.path})
+	}
+	if !pd.Allow && isLearnable(pd.Reason) && s.learns(t) {
+		if ws {
+			return decision{status: http.StatusForbidden, refusal: learnRefusal(x)}
+		}
+		return decision{allow: true, learn: true}
 	}
 	if !pd.Allow || pd.Match == nil || pd.Match.Compiled == nil {
 		code := contract.Code(pd.Reason)
@@ -355,6 +371,9 @@ func (s *Server) refuseAuditUnavailable(w http.ResponseWriter, x *exchange) {
 // record writes the audit event and the one log line of a decision.
 func (s *Server) record(x *exchange, level zapcore.Level, msg string) {
 	ev := &x.ev
+	if x.learned != nil {
+		s.finishLearned(x)
+	}
 	dur := s.now().Sub(x.start)
 	ev.DurationMS = dur.Milliseconds()
 	s.cfg.Audit.Record(*ev)

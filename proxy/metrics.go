@@ -22,7 +22,7 @@ const (
 // (internal/contract) and the proxy's own allow reasons. Anything else is
 // counted as "other", so cardinality stays bounded.
 var decisionReasons = func() []string {
-	labels := []string{modePassthrough, reasonApproved, reasonStreamAborted, reasonOther}
+	labels := []string{modePassthrough, reasonApproved, reasonStreamAborted, reasonOther, reasonLearned}
 	for _, r := range policy.Reasons() {
 		labels = append(labels, r.String())
 	}
@@ -52,6 +52,7 @@ type metrics struct {
 	leafOK, leafErr prometheus.Counter
 	upstream        prometheus.Histogram
 	upstreamErrors  *prometheus.CounterVec
+	learned         prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, leafStats func() (uint64, uint64)) (*metrics, error) {
@@ -77,6 +78,10 @@ func newMetrics(reg prometheus.Registerer, leafStats func() (uint64, uint64)) (*
 			Name: "aileron_proxy_upstream_errors_total",
 			Help: "Upstream round trips that failed before a response, by error code.",
 		}, []string{"code"}),
+		learned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aileron_proxy_learned_requests_total",
+			Help: "Requests of learn sessions forwarded without credentials and recorded (connector.proxy.learned).",
+		}),
 		allow: map[string]prometheus.Counter{},
 		deny:  map[string]prometheus.Counter{},
 	}
@@ -94,7 +99,7 @@ func newMetrics(reg prometheus.Registerer, leafStats func() (uint64, uint64)) (*
 	if reg == nil {
 		return m, nil
 	}
-	cs := []prometheus.Collector{m.decisions, m.tunnels, m.leafLookups, m.upstream, m.upstreamErrors}
+	cs := []prometheus.Collector{m.decisions, m.tunnels, m.leafLookups, m.upstream, m.upstreamErrors, m.learned}
 	if leafStats != nil {
 		cs = append(cs,
 			prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -47,7 +47,7 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.t.target, x.ev.Host = target, target
-	if !matchPassthrough(s.globs, host, port) {
+	if !hostport.MatchAny(s.globs, host, port) {
 		code, msg := contract.CodeHostNotAllowed, fmt.Sprintf("plain http to %s is not allowed: only passthrough hosts are reachable over http://", target)
 		if snap := s.cfg.Policy(); snap != nil && snap.Intercepts(sess.Scope, hostport.Join(host, 443)) {
 			code = contract.CodePlainHTTPNotAllowed

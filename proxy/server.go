@@ -36,7 +36,7 @@ type Server struct {
 	log         *zap.Logger
 	limits      Limits
 	now         func() time.Time
-	globs       []hostGlob
+	globs       []hostport.Glob
 	internalKey []byte
 	metrics     *metrics
 	authBackoff *AuthBackoff
@@ -111,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 		s.internalKey = []byte(cfg.InternalKey)
 	}
 	for i, p := range cfg.Passthrough {
-		g, err := parseHostGlob(p)
+		g, err := hostport.ParseGlob(p, "passthrough pattern")
 		if err != nil {
 			return nil, fmt.Errorf("configuring the proxy: passthrough[%d]: %w", i, err)
 		}

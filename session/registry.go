@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/ca"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -110,8 +111,14 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 	if opts.Snapshot == nil {
 		return nil, Secrets{}, errors.New("creating a session: no policy snapshot is loaded (the daemon has not finished loading connectors)")
 	}
+	learn, err := hostport.ParseGlobs(opts.Learn, "learn pattern")
+	if err != nil {
+		return nil, Secrets{}, &optionsError{"creating a session: " + err.Error()}
+	}
 	ttl := opts.TTL
 	switch {
+	case ttl == 0 && len(learn) > 0:
+		ttl = DefaultLearnTTL
 	case ttl == 0:
 		ttl = DefaultTTL
 	case ttl < 0:
@@ -135,8 +142,19 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 		return nil, Secrets{}, err
 	}
 	now := r.now()
+	caHosts := hosts
+	var domains, learnNames []string
+	for _, g := range learn {
+		learnNames = append(learnNames, g.String())
+		if name, wildcard := g.Domain(); wildcard {
+			domains = append(domains, name)
+		} else {
+			caHosts = append(slices.Clone(caHosts), name)
+		}
+	}
 	authority, err := ca.New(ca.Config{
-		Hosts:      hosts, // ca drops the ports and duplicates
+		Hosts:      caHosts, // ca drops the ports and duplicates
+		Domains:    domains,
 		Validity:   ttl,
 		Now:        r.now,
 		CommonName: "aileron-proxy session " + id,
@@ -163,6 +181,8 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 		Agent:           opts.Agent,
 		Project:         opts.Project,
 		ApprovalSurface: opts.ApprovalSurface,
+		Learn:           learnNames,
+		LearnGlobs:      learn,
 	}
 	e := &entry{sess: s, proxyHash: digest(sec.ProxySecret), apiHash: digest(sec.APIToken)}
 

@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aileron-dev/aileron-proxy/ca"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -33,6 +34,9 @@ const (
 	DefaultTTL = 8 * time.Hour
 	// MaxTTL is the longest lifetime a session may ask for.
 	MaxTTL = 7 * 24 * time.Hour
+	// DefaultLearnTTL is the lifetime of a learn session created without a
+	// TTL: learning is a short, watched run.
+	DefaultLearnTTL = time.Hour
 	// IDPrefix starts every session ID.
 	IDPrefix = "ses_"
 )
@@ -84,7 +88,17 @@ type Session struct {
 	// ApprovalSurface is the project's approval_surface ("both", "cli" or
 	// "api"; the API validates it); empty means both.
 	ApprovalSurface string
+	// Learn are the learn patterns of a learn session, in normal form
+	// ("api.example.com", "*.example.org"); nil for an ordinary session.
+	// Requests to matching hosts that no operation matches are forwarded
+	// without credentials and recorded.
+	Learn []string
+	// LearnGlobs are Learn compiled.
+	LearnGlobs []hostport.Glob
 }
+
+// IsLearning reports whether the session is a learn session.
+func (s *Session) IsLearning() bool { return len(s.Learn) > 0 }
 
 // IsExpired reports whether the session's lifetime has passed at now.
 func (s *Session) IsExpired(now time.Time) bool { return !now.Before(s.ExpiresAt) }
@@ -151,6 +165,10 @@ type CreateOptions struct {
 	Agent, Project string
 	// ApprovalSurface is copied to Session.ApprovalSurface.
 	ApprovalSurface string
+	// Learn are host patterns (hostport.ParseGlob; each item may hold
+	// several, comma-separated) that make this a learn session; its TTL then
+	// defaults to DefaultLearnTTL.
+	Learn []string
 }
 
 // MaxLabelBytes bounds CreateOptions.Agent and CreateOptions.Project.

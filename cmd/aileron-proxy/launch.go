@@ -87,10 +87,16 @@ when it has not exited 10s later its container is removed. On exit the container
 guard's holder, the network, the relays and the temporary files are removed and the
 session is ended, audited as session.ended with the agent's exit status.
 
+With --learn 'api.example.com,*.example.org' the session is a learn session: the
+agent's requests to matching hosts that no connector operation matches are forwarded
+without any credential and recorded (the banner lists the patterns; TTL 1h). Then
+` + "`aileron-proxy connector draft --session LAST --fqn FQN --install`" + ` turns them into a
+connector, and the next launch enforces it. See docs/learn.md.
+
 Exit status: the agent's; 1 when the sandbox could not be started; 2 on usage errors.`,
 		Example: `  aileron-proxy launch -- claude
   aileron-proxy launch --sandbox=podman --connector github://acme/aileron-connector-github -- claude --model opus
-  aileron-proxy launch --project ../repo --sandbox-build=always -- sh -c 'gh pr list'`,
+  aileron-proxy launch --learn 'api.example.com,*.example.org' -- ./agent.sh`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError(fmt.Errorf("no agent command given; usage: %s", cmd.UseLine()))
@@ -104,6 +110,8 @@ Exit status: the agent's; 1 when the sandbox could not be started; 2 on usage er
 	f := cmd.Flags()
 	composeFlags(f, &sandbox, &buildFlag, &connectors)
 	f.BoolVar(&allowHostCommands, "allow-host-commands", false, "run the devcontainer's initializeCommand on the host (refused without it)")
+	var learnHosts []string
+	learnFlag(f, &learnHosts)
 	// Everything after AGENT belongs to the agent, flags included.
 	f.SetInterspersed(false)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -115,9 +123,12 @@ Exit status: the agent's; 1 when the sandbox could not be started; 2 on usage er
 		if err != nil {
 			return usageError(fmt.Errorf("--sandbox-build: %w", err))
 		}
+		if err := checkLearnFlag(learnHosts); err != nil {
+			return err
+		}
 		return a.runLaunch(cmd.Context(), launchOptions{
 			runtime: kind, build: build, project: *project, connectors: connectors, agent: args,
-			allowHostCommands: allowHostCommands,
+			allowHostCommands: allowHostCommands, learn: learnHosts,
 		})
 	}
 	return cmd
@@ -131,6 +142,8 @@ type launchOptions struct {
 	agent      []string
 	// allowHostCommands is --allow-host-commands.
 	allowHostCommands bool
+	// learn is --learn.
+	learn []string
 }
 
 func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
@@ -195,6 +208,7 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 		Daemon:        launcher.DaemonEndpoints{ProxyAddr: info.ProxyAddr, APIURL: info.APIURL},
 		Connectors:    loaded.Active,
 		ConnectorFQNs: o.connectors,
+		Learn:         o.learn,
 		StoreDir:      store.Dir(),
 		Actions:       acts,
 		Agent:         o.agent,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/launcher"
 )
 
@@ -114,13 +115,15 @@ plus its telemetry-off settings; see docs/agents.md.`,
 func newSandboxPlanCmd(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "plan [--project DIR] [--runtime auto|docker|podman] [--json]",
+		Use:   "plan [--project DIR] [--runtime auto|docker|podman] [--learn HOSTGLOB]... [--json]",
 		Short: "Show how the sandbox image would be composed",
 		Long: `Print the normalized sandbox plan: tier, image, Dockerfile, build context, base image,
 devcontainer settings and the container runtime that would be used. Nothing is built.
 Settings the sandbox refuses (privileged, capAdd, runArgs off the allow-list, ...) are listed
 with their reason, and the command then exits 1: launch, build and check refuse the same plan.
-With --runtime auto (the default) this runs ` + "`docker info`" + ` to see whether Docker answers.`,
+With --runtime auto (the default) this runs ` + "`docker info`" + ` to see whether Docker answers.
+With --learn, the plan also says which hosts a learn session of launch or sandbox up
+with the same --learn would learn.`,
 		Example: `  aileron-proxy sandbox plan
   aileron-proxy sandbox plan --json --runtime podman`,
 		Args: usageArgs(cobra.NoArgs),
@@ -128,10 +131,16 @@ With --runtime auto (the default) this runs ` + "`docker info`" + ` to see wheth
 	project := projectFlag(cmd)
 	rtFlag := runtimeFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var learnHosts []string
+	learnFlag(cmd.Flags(), &learnHosts)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		kind, err := launcher.ParseRuntimeKind(*rtFlag)
 		if err != nil {
 			return usageError(err)
+		}
+		learnGlobs, err := hostport.ParseGlobs(learnHosts, "learn pattern")
+		if err != nil {
+			return usageError(fmt.Errorf("--learn: %w", err))
 		}
 		plan, err := launcher.NewPlan(*project, a.planOptions())
 		if err != nil {
@@ -148,6 +157,13 @@ With --runtime auto (the default) this runs ` + "`docker info`" + ` to see wheth
 			err = launcher.WritePlanJSON(a.stdout, plan, info)
 		} else {
 			err = launcher.WritePlanText(a.stdout, plan, info)
+			if err == nil && len(learnGlobs) > 0 {
+				names := make([]string, len(learnGlobs))
+				for i, g := range learnGlobs {
+					names[i] = g.String()
+				}
+				_, err = fmt.Fprintf(a.stdout, "learn: %s\n", launcher.LearnSummary(names))
+			}
 		}
 		if err != nil {
 			return err

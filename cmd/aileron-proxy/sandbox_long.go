@@ -58,6 +58,8 @@ or with ` + "`sandbox exec`" + `. The token is printed once (--json) and never e
 	f := cmd.Flags()
 	composeFlags(f, &sandbox, &buildFlag, &connectors)
 	f.StringVar(&ttl, "ttl", "", `lifetime of the sandbox and its session, e.g. "2h" or "1d" (default 8h)`)
+	var learnHosts []string
+	learnFlag(f, &learnHosts)
 	f.BoolVar(&asJSON, "json", false, "print the sandbox, its token included, as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if _, err := launcher.ParseRuntimeKind(sandbox); err != nil {
@@ -68,6 +70,9 @@ or with ` + "`sandbox exec`" + `. The token is printed once (--json) and never e
 		}
 		if _, err := api.ParseTTL(ttl); err != nil {
 			return usageError(fmt.Errorf("--ttl: %w", err))
+		}
+		if err := checkLearnFlag(learnHosts); err != nil {
+			return err
 		}
 		abs, err := filepath.Abs(*project)
 		if err != nil {
@@ -87,7 +92,7 @@ or with ` + "`sandbox exec`" + `. The token is printed once (--json) and never e
 				localEnv[n] = v
 			}
 		}
-		sb, err := c.CreateSandbox(cmd.Context(), api.CreateSandboxRequest{Project: abs, Connectors: connectors, Runtime: sandbox, Build: buildFlag, TTL: ttl, LocalEnv: localEnv})
+		sb, err := c.CreateSandbox(cmd.Context(), api.CreateSandboxRequest{Project: abs, Connectors: connectors, Runtime: sandbox, Build: buildFlag, TTL: ttl, LocalEnv: localEnv, Learn: learnHosts})
 		if err != nil {
 			return fmt.Errorf("starting the sandbox: %w", err)
 		}

@@ -7,9 +7,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/daemon"
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
+	"github.com/aileron-dev/aileron-proxy/launcher"
 	"github.com/aileron-dev/aileron-proxy/shims"
 )
 
@@ -45,9 +48,10 @@ func newSessionCreateCmd(a *app) *cobra.Command {
 		connectors []string
 		ttl        string
 		asJSON     bool
+		learnHosts []string
 	)
 	cmd := &cobra.Command{
-		Use:   "create [--connector FQN]... [--ttl D] [--json]",
+		Use:   "create [--connector FQN]... [--ttl D] [--learn HOSTGLOB]... [--json]",
 		Short: "Create a session and print its proxy URL, API token and CA files",
 		Long: `Create a session on the running daemon and print what a sandbox needs: the
 proxy URL (with the session's proxy credential), the API token, and the CA
@@ -55,20 +59,30 @@ files to trust. The secrets are shown only here; the daemon keeps only their
 hashes.
 
 Without --connector the session may use every active connector. --ttl is a
-duration such as 90m, 8h or 2d (default 8h, at most 7d).`,
+duration such as 90m, 8h or 2d (default 8h, at most 7d).
+
+--learn makes a learn session: requests to hosts matching the patterns
+("api.example.com", "*.example.org", comma-separated or repeated) that no
+operation matches are forwarded without any credential and recorded; draft a
+connector from them with ` + "`aileron-proxy connector draft --session ID --fqn FQN`" + `.
+A learn session's TTL defaults to 1h. See docs/learn.md.`,
 		Example: `  aileron-proxy session create
   aileron-proxy session create --connector github://acme/aileron-connector-github --ttl 2h
+  aileron-proxy session create --learn 'api.example.com,*.example.org'
   aileron-proxy session create --json > session.json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := api.ParseTTL(ttl); err != nil {
 				return usageError(fmt.Errorf("--ttl: %w", err))
 			}
+			if err := checkLearnFlag(learnHosts); err != nil {
+				return err
+			}
 			c, err := a.daemonClient()
 			if err != nil {
 				return err
 			}
-			s, err := c.CreateSession(cmd.Context(), api.CreateSessionRequest{Connectors: connectors, TTL: ttl})
+			s, err := c.CreateSession(cmd.Context(), api.CreateSessionRequest{Connectors: connectors, TTL: ttl, Learn: learnHosts})
 			if err != nil {
 				return fmt.Errorf("creating a session: %w", err)
 			}
@@ -78,6 +92,9 @@ duration such as 90m, 8h or 2d (default 8h, at most 7d).`,
 			w := a.stdout
 			fmt.Fprintf(w, "session %s created, expires %s\n", s.ID, s.ExpiresAt.Local().Format(time.RFC3339))
 			fmt.Fprintf(w, "  connectors:     %s\n", orNone(s.Connectors))
+			if line := launcher.LearnSummary(s.Learn); line != "" {
+				fmt.Fprintf(w, "  learn:          %s\n", line)
+			}
 			fmt.Fprintf(w, "  proxy_url:      %s\n", s.ProxyURL)
 			fmt.Fprintf(w, "  api_token:      %s\n", s.APIToken)
 			if s.CAFile != "" {
@@ -95,7 +112,21 @@ duration such as 90m, 8h or 2d (default 8h, at most 7d).`,
 	cmd.Flags().StringArrayVar(&connectors, "connector", nil, "connector FQN the session may use (repeatable; default every active connector)")
 	cmd.Flags().StringVar(&ttl, "ttl", "", "session lifetime, e.g. 90m, 8h or 2d (default 8h, max 7d)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the daemon's JSON response")
+	learnFlag(cmd.Flags(), &learnHosts)
 	return cmd
+}
+
+// learnFlag adds --learn, the host patterns of a learn session.
+func learnFlag(f *pflag.FlagSet, v *[]string) {
+	f.StringArrayVar(v, "learn", nil, "make a learn session for hosts matching `HOSTGLOB` (api.example.com, *.example.org; repeatable, comma-separated): requests no operation matches go without credentials and are recorded for `connector draft`")
+}
+
+// checkLearnFlag refuses bad --learn patterns as a usage error.
+func checkLearnFlag(v []string) error {
+	if _, err := hostport.ParseGlobs(v, "learn pattern"); err != nil {
+		return usageError(fmt.Errorf("--learn: %w", err))
+	}
+	return nil
 }
 
 func orNone(s []string) string {
