@@ -38,6 +38,7 @@ See docs/connector-spec.md for the format and docs/store.md for the store.`,
 		RunE:                  groupRunE,
 	}
 	cmd.AddCommand(
+		newConnectorImportCmd(a),
 		newConnectorInstallCmd(a),
 		newConnectorListCmd(a),
 		newConnectorRemoveCmd(a),
