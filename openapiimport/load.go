@@ -235,14 +235,17 @@ func escapePointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
-// yamlErrLine extracts "line N" from a YAML error, or 0.
+// yamlErrLine extracts "line N" (or "at LN.CM") from a YAML error, or 0.
 func yamlErrLine(err error) int {
 	msg := err.Error()
-	i := strings.Index(msg, "line ")
+	i, skip := strings.Index(msg, "line "), len("line ")
+	if i < 0 {
+		i, skip = strings.Index(msg, " at L"), len(" at L")
+	}
 	if i < 0 {
 		return 0
 	}
-	j := i + len("line ")
+	j := i + skip
 	k := j
 	for k < len(msg) && msg[k] >= '0' && msg[k] <= '9' {
 		k++
