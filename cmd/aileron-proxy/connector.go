@@ -39,6 +39,7 @@ See docs/connector-spec.md for the format and docs/store.md for the store.`,
 	}
 	cmd.AddCommand(
 		newConnectorDraftCmd(a),
+		newConnectorImportCmd(a),
 		newConnectorInstallCmd(a),
 		newConnectorListCmd(a),
 		newConnectorRemoveCmd(a),
