@@ -155,7 +155,7 @@ call("delete item 42", "DELETE", "https://api.learn.test/v2/items/42")
 
 	if node := learnNode(t); node != "" {
 		js := `
-const [ , , ...urls] = process.argv;
+const [ , ...urls] = process.argv; // node -e: no script path in argv
 for (const [name, method, url] of [["node get order", "GET", urls[1]], ["node patch order", "PATCH", urls[1]]]) {
   const r = await fetch(url, {method, headers: {"content-type": "application/json", "authorization": "Bearer ` + learnHeaderCanary + `"}, body: method === "PATCH" ? JSON.stringify({state: "` + learnBodyCanary + `"}) : undefined});
   console.log(name + " " + r.status);
