@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -190,6 +191,9 @@ func (s *Snapshot) index(c Connector, order *int) error {
 			op := &t.Operations[oi]
 			co, err := compileOperation(op, fmt.Sprintf("tools[%d].operations[%d]", ti, oi))
 			if err != nil {
+				return fmt.Errorf("compiling connector %q: %w", fqn, err)
+			}
+			if co.preview, err = compilePreview(op, c.Spec, t.Name, fmt.Sprintf("tools[%d].operations[%d]", ti, oi)); err != nil {
 				return fmt.Errorf("compiling connector %q: %w", fqn, err)
 			}
 			tools[ti][oi] = co
@@ -560,6 +564,13 @@ func cloneSpec(in *Spec) *Spec {
 			o.Hosts = slices.Clone(o.Hosts)
 			o.Inputs = slices.Clone(o.Inputs)
 			o.Audit = slices.Clone(o.Audit)
+			if ap := o.ApprovalPreview; ap != nil {
+				cp := &ApprovalPreview{Fields: slices.Clone(ap.Fields)}
+				if ap.Fetch != nil {
+					cp.Fetch = &PreviewFetch{Operation: ap.Fetch.Operation, Args: maps.Clone(ap.Fetch.Args), Render: maps.Clone(ap.Fetch.Render)}
+				}
+				o.ApprovalPreview = cp
+			}
 		}
 	}
 	return &out
