@@ -1,16 +1,19 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/internal/preview"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
@@ -66,7 +69,7 @@ func (s *Server) runAction(c echo.Context) error {
 		return s.actionRun(sess, name, inst, invalidArgs("action "+name, out))
 	}
 	err := s.run(c, sess, inst.Target.ConnectorFQN, inst.Target.Tool, inst.Target.Operation.Name, args,
-		outbound{action: name, approval: act.ApprovalRequired})
+		outbound{action: name, approval: act.ApprovalRequired, preview: actionPreview(inst)})
 	if err == nil {
 		_ = s.actionRun(sess, name, inst, nil, c.Response().Status)
 		return nil
@@ -97,4 +100,48 @@ func (s *Server) actionRun(sess *session.Session, name string, inst actions.Inst
 	}
 	s.cfg.Audit.Record(ev)
 	return err
+}
+
+// actionPreview maps an action's [approval.preview] and its input labels
+// onto the proxy's preview mechanism: "${args.<input>}" becomes the place
+// the run endpoint puts that input in the held request (a path template,
+// else the JSON body or the query), so the fetch reads the request that is
+// actually held. Nil when the action has neither.
+func actionPreview(inst actions.Installed) *preview.Directive {
+	act := inst.Action
+	d := &preview.Directive{Tool: inst.Target.Tool}
+	for _, in := range act.Inputs {
+		if in.Label != "" || in.Multiline {
+			if d.Labels == nil {
+				d.Labels = map[string]preview.Label{}
+			}
+			d.Labels[in.Name] = preview.Label{Text: in.Label, Multiline: in.Multiline}
+		}
+	}
+	if pv := act.Preview; pv != nil && inst.Target.Operation != nil {
+		op := inst.Target.Operation
+		d.Operation, d.Render, d.Args = pv.Op, pv.Render, map[string]string{}
+		for k, v := range pv.Args {
+			str, isString := v.(string)
+			name, isRef := strings.CutPrefix(str, "${args.")
+			name, closed := strings.CutSuffix(name, "}")
+			switch {
+			case isString && isRef && closed && strings.Contains(op.Path, "{"+name+"}"):
+				d.Args[k] = "{path." + name + "}"
+			case isString && isRef && closed && sendsBody(op.Method):
+				d.Args[k] = "{body." + name + "}"
+			case isString && isRef && closed:
+				d.Args[k] = "{query." + name + "}"
+			case isString:
+				d.Args[k] = str
+			default:
+				b, _ := json.Marshal(v)
+				d.Args[k] = string(b)
+			}
+		}
+	}
+	if d.Operation == "" && d.Labels == nil {
+		return nil
+	}
+	return d
 }

@@ -36,7 +36,7 @@ type ProxyApprover struct{ Broker *approval.Broker }
 func (a ProxyApprover) Await(ctx context.Context, r proxy.ApprovalRequest) proxy.ApprovalOutcome {
 	switch a.Broker.Await(ctx, approval.Request{
 		SessionID: r.SessionID, ConnectorFQN: r.ConnectorFQN, Tool: r.Tool, Operation: r.Operation,
-		Method: r.Method, Host: r.Host, Path: r.Path, Fields: r.Fields,
+		Method: r.Method, Host: r.Host, Path: r.Path, Fields: r.Fields, Preview: r.Preview,
 	}) {
 	case approval.OutcomeApproved:
 		return proxy.ApprovalApproved

@@ -228,5 +228,6 @@ func (s *Server) run(c echo.Context, sess *session.Session, fqn, tool, opName st
 		operation:  op.Name,
 		action:     extra.action,
 		approval:   extra.approval,
+		preview:    extra.preview,
 	})
 }

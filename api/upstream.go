@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/internal/preview"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
@@ -191,6 +192,8 @@ type outbound struct {
 	// approval holds the call for a person's approval even when the
 	// operation does not require it.
 	approval bool
+	// preview is the action's preview directive; nil for none.
+	preview *preview.Directive
 }
 
 // forward sends ob through the session's proxy and answers with the
@@ -334,6 +337,9 @@ func (s *Server) newUpstreamRequest(ctx context.Context, ob outbound) (*http.Req
 	}
 	if ob.approval {
 		req.Header.Set(contract.HeaderApproval, contract.ApprovalRequired)
+		if ob.preview != nil {
+			req.Header.Set(contract.HeaderApprovalPreview, ob.preview.Encode())
+		}
 	}
 	return req, nil
 }

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"maps"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/preview"
 )
 
 // DefaultTimeout is how long Await waits for a decision when
@@ -42,6 +44,11 @@ type Request struct {
 	// Fields are the operation's audit fields, already redacted where the
 	// spec asks.
 	Fields map[string]string
+	// Preview is what the person is shown of the request; it stays with
+	// the pending approval only and never reaches the audit log, which
+	// records its field names and the body's digest instead. Nil shows
+	// the fields above alone.
+	Preview *preview.Preview
 }
 
 // Outcome is the result of Await. Its zero value means denied.
@@ -142,7 +149,15 @@ type Pending struct {
 	Host         string            `json:"host"`
 	Path         string            `json:"path"`
 	Fields       map[string]string `json:"fields,omitempty"`
-	RequestedAt  time.Time         `json:"requested_at"`
+	// BodySHA256 and BodySize identify the exact body forwarded once
+	// approved (hex SHA-256; empty and zero for a bodiless request).
+	BodySHA256 string `json:"body_sha256,omitempty"`
+	BodySize   int64  `json:"body_size,omitempty"`
+	// Preview is what the request would send and, when the operation
+	// declares a fetch, the state it would change; present while pending
+	// only, dropped once decided.
+	Preview     *preview.Preview `json:"preview,omitempty"`
+	RequestedAt time.Time        `json:"requested_at"`
 	// State is "pending" or "decided".
 	State string `json:"state"`
 	// Decision is the outcome once decided: approved, denied, timeout or
@@ -155,6 +170,7 @@ type Pending struct {
 
 func (p Pending) clone() Pending {
 	p.Fields = maps.Clone(p.Fields)
+	p.Preview = p.Preview.Clone()
 	if p.DecidedAt != nil {
 		t := *p.DecidedAt
 		p.DecidedAt = &t

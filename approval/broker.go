@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/preview"
 )
 
 // DefaultHistory is how many decided approvals List keeps when
@@ -24,9 +27,15 @@ const (
 	ReasonRemembered = "remembered"
 )
 
-// FieldApprovalID is the key of the approval ID in the Fields of approval
-// audit events.
-const FieldApprovalID = "approval_id"
+// Keys of approval audit events' Fields: the approval ID, the digest and
+// size of the body forwarded once approved, and the names (never the
+// values) of the fields its preview showed, comma separated.
+const (
+	FieldApprovalID    = "approval_id"
+	FieldBodySHA256    = "body_sha256"
+	FieldBodySize      = "body_size"
+	FieldPreviewFields = "preview_fields"
+)
 
 // BrokerConfig configures a Broker.
 type BrokerConfig struct {
@@ -59,7 +68,10 @@ func keyOf(r Request) grantKey {
 type waiter struct {
 	key  grantKey
 	view Pending
-	done chan struct{}
+	// previewFields are the names of the previewed fields, for the audit
+	// events (the preview itself leaves view once decided).
+	previewFields []string
+	done          chan struct{}
 	// outcome is set once, under Broker.mu, before done is closed.
 	outcome Outcome
 }
@@ -110,12 +122,19 @@ func (b *Broker) record(e audit.Event) {
 	}
 }
 
-func eventFor(name string, r Pending) audit.Event {
+func eventFor(name string, r Pending, previewFields []string) audit.Event {
 	fields := maps.Clone(r.Fields)
 	if fields == nil {
 		fields = map[string]string{}
 	}
 	fields[FieldApprovalID] = r.ID
+	if r.BodySHA256 != "" {
+		fields[FieldBodySHA256] = r.BodySHA256
+		fields[FieldBodySize] = strconv.FormatInt(r.BodySize, 10)
+	}
+	if len(previewFields) > 0 {
+		fields[FieldPreviewFields] = strings.Join(previewFields, ",")
+	}
 	return audit.Event{
 		Event:        name,
 		SessionID:    r.SessionID,
@@ -153,23 +172,27 @@ func (b *Broker) Await(ctx context.Context, r Request) Outcome {
 		Host:         r.Host,
 		Path:         r.Path,
 		Fields:       maps.Clone(r.Fields),
+		Preview:      r.Preview.Clone(),
 		RequestedAt:  now,
 		State:        StatePending,
 	}
-	w := &waiter{key: keyOf(r), view: view, done: make(chan struct{})}
+	if r.Preview != nil && r.Preview.Body != nil && r.Preview.Body.Kind != preview.KindNone {
+		view.BodySHA256, view.BodySize = r.Preview.Body.SHA256, r.Preview.Body.Size
+	}
+	w := &waiter{key: keyOf(r), view: view, done: make(chan struct{}), previewFields: r.Preview.FieldNames()}
 
 	b.mu.Lock()
 	if d, ok := b.remembered[w.key]; ok {
 		out := outcomeOf(d)
 		b.settleLocked(w, out, ReasonRemembered)
 		b.mu.Unlock()
-		b.audited(w.view, out, ReasonRemembered)
+		b.audited(w, out, ReasonRemembered)
 		return out
 	}
 	b.pending[view.ID] = w
 	b.mu.Unlock()
 
-	b.record(eventFor(audit.EventApprovalRequested, view))
+	b.record(eventFor(audit.EventApprovalRequested, view, w.previewFields))
 	if b.onRequested != nil {
 		b.onRequested(view.clone())
 	}
@@ -195,7 +218,7 @@ func (b *Broker) finish(w *waiter, out Outcome, reason string) {
 	ok := b.finishLocked(w, out, reason)
 	b.mu.Unlock()
 	if ok {
-		b.audited(w.view, out, reason)
+		b.audited(w, out, reason)
 		close(w.done)
 	}
 }
@@ -211,8 +234,8 @@ func (b *Broker) finishLocked(w *waiter, out Outcome, reason string) bool {
 	return true
 }
 
-// settleLocked sets w's outcome, marks its view decided and adds it to the
-// history.
+// settleLocked sets w's outcome, marks its view decided, drops its preview
+// (a decided approval keeps only the digest) and adds it to the history.
 func (b *Broker) settleLocked(w *waiter, out Outcome, reason string) {
 	now := b.now()
 	w.outcome = out
@@ -220,13 +243,15 @@ func (b *Broker) settleLocked(w *waiter, out Outcome, reason string) {
 	w.view.Decision = out.String()
 	w.view.Reason = reason
 	w.view.DecidedAt = &now
+	w.view.Preview = nil
 	b.appendHistoryLocked(w.view)
 }
 
 // audited records the approval.decided event of a finished waiter. The
 // event's Decision is approved or denied; Reason says why.
-func (b *Broker) audited(view Pending, out Outcome, reason string) {
-	e := eventFor(audit.EventApprovalDecided, view)
+func (b *Broker) audited(w *waiter, out Outcome, reason string) {
+	view := w.view
+	e := eventFor(audit.EventApprovalDecided, view, w.previewFields)
 	e.Decision = OutcomeDenied.String()
 	if out.IsApproved() {
 		e.Decision = OutcomeApproved.String()
@@ -286,7 +311,7 @@ func (b *Broker) Decide(id string, d Decision, remember Remember) error {
 	// approval.decided is recorded before the waiter wakes, so it always
 	// precedes the proxy's event for the same request.
 	for _, f := range finished {
-		b.audited(f.view, out, reason)
+		b.audited(f, out, reason)
 		close(f.done)
 	}
 	return nil

@@ -40,9 +40,13 @@ const (
 	EventLearned           = "connector.proxy.learned"
 	EventApprovalRequested = "approval.requested"
 	EventApprovalDecided   = "approval.decided"
-	EventSessionCreated    = "session.created"
-	EventSessionEnded      = "session.ended"
-	EventActionRun         = "action.run"
+	// EventApprovalPreviewFetch is the read-only call the proxy made to
+	// show a held request's current state to the person deciding it (its
+	// answer is shown, never recorded).
+	EventApprovalPreviewFetch = "approval.preview_fetch"
+	EventSessionCreated       = "session.created"
+	EventSessionEnded         = "session.ended"
+	EventActionRun            = "action.run"
 	// Long-lived sandboxes: created, removed, and one event per exec or
 	// file call (verb in Operation, path in Path, exit code; never
 	// contents or environment values).

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -206,7 +208,13 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("the page reloaded to show the held request")
 		}
 		html := e.pageHTML(t, ctx)
-		for _, want := range []string{"testapi items.send", e.s.ID, "POST api.example.test:443/v1/send", "Approve for this session", "Deny"} {
+		sum := sha256.Sum256([]byte(`{"to":"carol@example.test"}`))
+		previewed := get(t, ctx, "reading the previewed fields", chromedp.Evaluate[string](
+			`[...document.querySelectorAll("article.approval section.preview dl.fields.body > *")].map(e => e.tagName + ":" + e.textContent).join("|")`))
+		if previewed != "DT:to|DD:carol@example.test" {
+			t.Errorf("the card's body fields = %q, want DT:to|DD:carol@example.test as a definition list", previewed)
+		}
+		for _, want := range []string{"testapi items.send", e.s.ID, "POST api.example.test:443/v1/send", "Approve for this session", "Deny", hex.EncodeToString(sum[:])} {
 			if !strings.Contains(html, want) {
 				t.Errorf("the held request's card lacks %q", want)
 			}

@@ -21,6 +21,8 @@ type CompiledOperation struct {
 	hosts  []string
 	audit  []AuditSource
 	inputs InputSchema
+	// preview is the compiled approval_preview; nil when there is none.
+	preview *PreviewPlan
 }
 
 // Operation returns the snapshot's copy of the spec operation; read it,
@@ -39,6 +41,10 @@ func (c *CompiledOperation) Hosts() []string { return c.hosts }
 // AuditSources returns the operation's audit[] entries with their sources
 // parsed, in spec order; nil when it has none. Read it, never modify it.
 func (c *CompiledOperation) AuditSources() []AuditSource { return c.audit }
+
+// Preview returns the operation's compiled approval_preview; nil when it
+// declares none. Read it, never modify it.
+func (c *CompiledOperation) Preview() *PreviewPlan { return c.preview }
 
 // Inputs returns the arguments the operation takes.
 func (c *CompiledOperation) Inputs() *InputSchema { return &c.inputs }

@@ -86,6 +86,9 @@ func compileConnector(c Connector) (*compiledConnector, error) {
 			if err != nil {
 				return nil, fmt.Errorf("compiling connector %q: %w", fqn, err)
 			}
+			if co.preview, err = compilePreview(op, spec, t.Name, fmt.Sprintf("tools[%d].operations[%d]", ti, oi)); err != nil {
+				return nil, fmt.Errorf("compiling connector %q: %w", fqn, err)
+			}
 			ops[oi] = co
 			if _, dup := names[op.Name]; !dup {
 				names[op.Name] = oi

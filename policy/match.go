@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -350,6 +351,13 @@ func cloneSpec(in *Spec) *Spec {
 			o.Hosts = slices.Clone(o.Hosts)
 			o.Inputs = slices.Clone(o.Inputs)
 			o.Audit = slices.Clone(o.Audit)
+			if ap := o.ApprovalPreview; ap != nil {
+				cp := &ApprovalPreview{Fields: slices.Clone(ap.Fields)}
+				if ap.Fetch != nil {
+					cp.Fetch = &PreviewFetch{Operation: ap.Fetch.Operation, Args: maps.Clone(ap.Fetch.Args), Render: maps.Clone(ap.Fetch.Render)}
+				}
+				o.ApprovalPreview = cp
+			}
 		}
 	}
 	return &out

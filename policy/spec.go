@@ -57,6 +57,9 @@ type Operation struct {
 	WebSocket bool         `json:"websocket,omitempty"`
 	Inputs    []Input      `json:"inputs,omitempty"`
 	Audit     []AuditField `json:"audit,omitempty"`
+	// ApprovalPreview says what a person sees of a held call; nil shows
+	// the request's fields in their own order and fetches nothing.
+	ApprovalPreview *ApprovalPreview `json:"approval_preview,omitempty"`
 }
 
 // IsProxyable reports whether the operation declares a method, a path and at

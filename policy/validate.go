@@ -38,6 +38,7 @@ func (c *checker) spec(root *jnode) *Spec {
 	for i, tn := range tools {
 		s.Tools = append(s.Tools, c.tool(index("tools", i), tn, names, cmds))
 	}
+	c.previewRefs(s)
 	return s
 }
 
@@ -174,7 +175,7 @@ func isMethod(m string) bool {
 func (c *checker) operation(path string, n *jnode, names map[string]string) Operation {
 	var op Operation
 	o, ok := c.object(path, n, "name", "summary", "description", "method", "path", "hosts",
-		"idempotency", "approval", "credential", "websocket", "inputs", "audit")
+		"idempotency", "approval", "credential", "websocket", "inputs", "audit", "approval_preview")
 	if !ok {
 		return op
 	}
@@ -230,6 +231,7 @@ func (c *checker) operation(path string, n *jnode, names map[string]string) Oper
 
 	op.Inputs = c.inputs(field(path, "inputs"), o)
 	op.Audit = c.audit(field(path, "audit"), o, op.Path, pathOK, templates, inputs)
+	op.ApprovalPreview = c.approvalPreview(field(path, "approval_preview"), o, pathOK, templates)
 	return op
 }
 

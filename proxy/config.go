@@ -15,6 +15,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/ca"
 	"github.com/aileron-dev/aileron-proxy/credentials"
 	"github.com/aileron-dev/aileron-proxy/internal/hostport"
+	"github.com/aileron-dev/aileron-proxy/internal/preview"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -69,6 +70,10 @@ type ApprovalRequest struct {
 	SessionID, ConnectorFQN, Tool, Operation, Method, Host, Path string
 	// Fields are the operation's audit fields (redacted where the spec asks).
 	Fields map[string]string
+	// Preview is what the person is shown: the request's fields, its
+	// body's digest and the preview fetch's answer. It is for the person
+	// only and must not be recorded.
+	Preview *preview.Preview
 }
 
 // ApprovalOutcome is what became of a held request. Its zero value denies.

@@ -16,6 +16,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/credentials"
 	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/internal/preview"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -82,11 +83,17 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d.approval {
 		outcome := ApprovalDenied
 		if s.cfg.Approver != nil {
+			held, ok := s.holdBody(w, x) // hold.go: what is approved is what is sent
+			if !ok {
+				return
+			}
+			defer held.close()
+			pv := s.approvalPreview(x, m, held, d.directive)
 			// A client that leaves withdraws its request (serve_h1.go).
-			ctx, stopWatch := clientWatch(w, r, false)
+			ctx, stopWatch := clientWatch(w, r, true)
 			outcome = s.cfg.Approver.Await(ctx, ApprovalRequest{
 				SessionID: t.sess.ID, ConnectorFQN: m.ConnectorFQN, Tool: m.Tool, Operation: op.Name,
-				Method: r.Method, Host: t.target, Path: x.path, Fields: x.ev.Fields,
+				Method: r.Method, Host: t.target, Path: x.path, Fields: x.ev.Fields, Preview: pv,
 			})
 			stopWatch()
 		}
@@ -141,6 +148,9 @@ type decision struct {
 	// learn, on allow, forwards the request without credentials as a
 	// learned request (learn.go); match is then nil.
 	learn bool
+	// directive is an action's preview, from the control API; nil for
+	// none.
+	directive *preview.Directive
 }
 
 // decide makes the decision of the request x, in order: the session has
@@ -191,7 +201,7 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 		}
 		return decision{status: http.StatusForbidden, refusal: errorDetail{Code: code, Message: msg, AllowedOperations: allowed}}
 	}
-	d := decision{match: pd.Match}
+	d := decision{match: pd.Match, directive: in.preview}
 	m := pd.Match
 	op := m.Compiled.Operation()
 	x.ev.ConnectorFQN, x.ev.Tool, x.ev.Operation = m.ConnectorFQN, m.Tool, op.Name
@@ -224,6 +234,8 @@ type internalRequest struct {
 	args   map[string]json.RawMessage // X-Aileron-Audit-Args
 	// approval holds the call for a person's approval (X-Aileron-Approval).
 	approval bool
+	// preview is an action's preview (X-Aileron-Approval-Preview).
+	preview *preview.Directive
 }
 
 // internalHeaders honours X-Aileron-Source, X-Aileron-Audit-Args and
@@ -244,6 +256,13 @@ func (s *Server) internalHeaders(r *http.Request) internalRequest {
 		in.source = v
 	}
 	in.approval = r.Header.Get(contract.HeaderApproval) == contract.ApprovalRequired
+	if v := r.Header.Get(contract.HeaderApprovalPreview); v != "" {
+		if dir, err := preview.DecodeDirective(v); err == nil {
+			in.preview = &dir
+		} else {
+			s.log.Warn("ignoring X-Aileron-Approval-Preview", zap.Error(err))
+		}
+	}
 	enc := strings.TrimRight(r.Header.Get(contract.HeaderAuditArgs), "=")
 	if enc == "" {
 		return in

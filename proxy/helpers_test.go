@@ -6,10 +6,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -169,6 +171,8 @@ type upstreamSeen struct {
 	RequestURI string
 	Header     http.Header
 	Body       int64
+	// SHA256 is the hex digest of the body received.
+	SHA256 string
 }
 
 // env is a proxy with a session, a credential and TLS upstreams on loopback.
@@ -348,9 +352,11 @@ func (e *env) upstream(w http.ResponseWriter, r *http.Request) {
 	if got := r.Header.Get("Authorization"); got == clientAuth {
 		e.t.Errorf("upstream received the client's own Authorization on %s", r.URL.Path)
 	}
-	n, _ := io.Copy(io.Discard, r.Body)
+	digest := sha256.New()
+	n, _ := io.Copy(digest, r.Body)
 	if r.URL.Path != "/big" {
-		e.seen <- upstreamSeen{Proto: r.ProtoMajor, Method: r.Method, Host: r.Host, RequestURI: r.RequestURI, Header: r.Header.Clone(), Body: n}
+		e.seen <- upstreamSeen{Proto: r.ProtoMajor, Method: r.Method, Host: r.Host, RequestURI: r.RequestURI, Header: r.Header.Clone(), Body: n,
+			SHA256: hex.EncodeToString(digest.Sum(nil))}
 	}
 	if h, ok := e.handlers.Load(r.URL.Path); ok {
 		h.(http.HandlerFunc)(w, r)

@@ -28,7 +28,7 @@ nobody decides in time (serve --approval-timeout, default 120s).`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRunE,
 	}
-	cmd.AddCommand(newApprovalsListCmd(a), newApprovalsDecideCmd(a, approval.DecisionApprove), newApprovalsDecideCmd(a, approval.DecisionDeny))
+	cmd.AddCommand(newApprovalsListCmd(a), newApprovalsShowCmd(a), newApprovalsDecideCmd(a, approval.DecisionApprove), newApprovalsDecideCmd(a, approval.DecisionDeny))
 	return cmd
 }
 
@@ -69,19 +69,57 @@ operation's audit fields.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSESSION\tOPERATION\tREQUEST\tFIELDS\tREQUESTED\tSTATE")
+			fmt.Fprintln(tw, "ID\tSESSION\tOPERATION\tREQUEST\tFIELDS\tBODY\tREQUESTED\tSTATE")
 			for _, p := range list {
 				st := p.State
 				if p.Decision != "" {
 					st = p.Decision
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s %s%s\t%s\t%s\t%s\n", p.ID, p.SessionID, p.Tool, p.Operation,
-					p.Method, p.Host, p.Path, fieldsText(p.Fields), p.RequestedAt.Local().Format(time.RFC3339), st)
+				fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s %s%s\t%s\t%s\t%s\t%s\n", p.ID, p.SessionID, p.Tool, p.Operation,
+					p.Method, p.Host, p.Path, fieldsText(p.Fields), p.BodySummary(), p.RequestedAt.Local().Format(time.RFC3339), st)
 			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", approval.StatePending, "which approvals: pending, decided or all")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newApprovalsShowCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID [--json]",
+		Short: "Show everything about one held request",
+		Long: `Show one approval in full: the request line, its path, query and body fields
+(the operation's declared fields first, multi-line values as blocks), the
+SHA-256 and size of the exact body that is sent if approved, and what the
+preview fetch brought back from the source (or why it failed). A decided
+approval keeps only its digest.`,
+		Example: `  aileron-proxy approvals show apr_0123456789abcdef01234567
+  aileron-proxy approvals show apr_0123456789abcdef01234567 --json`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.daemonClient()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListApprovals(cmd.Context(), approval.StateAll)
+			if err != nil {
+				return fmt.Errorf("showing approval %s: %w", args[0], err)
+			}
+			for _, p := range list {
+				if p.ID != args[0] {
+					continue
+				}
+				if asJSON {
+					return writeJSON(a.stdout, p)
+				}
+				return approval.WriteText(a.stdout, p)
+			}
+			return fmt.Errorf("no approval %q; `aileron-proxy approvals list --state all` shows the known ones", args[0])
+		},
+	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

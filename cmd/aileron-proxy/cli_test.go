@@ -66,7 +66,7 @@ var helpGoldens = []struct {
 }{
 	{file: "root-help.golden", cmds: [][]string{{}}},
 	{file: "action-help.golden", cmds: [][]string{{"action"}, {"action", "install"}, {"action", "list"}, {"action", "validate"}, {"action", "remove"}}},
-	{file: "approvals-help.golden", cmds: [][]string{{"approvals"}, {"approvals", "list"}, {"approvals", "approve"}, {"approvals", "deny"}}},
+	{file: "approvals-help.golden", cmds: [][]string{{"approvals"}, {"approvals", "list"}, {"approvals", "show"}, {"approvals", "approve"}, {"approvals", "deny"}}},
 	{file: "connector-help.golden", cmds: [][]string{{"connector"}, {"connector", "import"}, {"connector", "install"}, {"connector", "list"}, {"connector", "validate"}, {"connector", "remove"}, {"connector", "draft"}}},
 	{file: "credential-audit-help.golden", cmds: [][]string{{"credential"}, {"credential", "set"}, {"credential", "list"}, {"credential", "remove"}, {"audit"}, {"audit", "tail"}}},
 	{file: "internal-help.golden", cmds: [][]string{{"internal"}, {"internal", "guard"}, {"internal", "guard", "hold"}, {"internal", "guard", "apply"}, {"internal", "guard", "show"}}},

@@ -130,6 +130,10 @@ const (
 	// the call for a person's approval even when its operation does not
 	// require it: an action with [approval] required = true.
 	HeaderApproval = "X-Aileron-Approval"
+	// HeaderApprovalPreview carries, from the control API only, an
+	// action's preview fetch (base64url JSON of the internal preview
+	// package's Directive) for a held call.
+	HeaderApprovalPreview = "X-Aileron-Approval-Preview"
 	// HeaderPrefix starts every header of the contract; the proxy strips
 	// client-sent ones it does not honour.
 	HeaderPrefix = "X-Aileron-"
