@@ -39,6 +39,18 @@ interface Reply {
   body: Buffer;
 }
 
+/** The file errors of stat that mean no file can be at the path. */
+const NOT_THERE = new Set(['ENOENT', 'ENOTDIR', 'ENAMETOOLONG', 'EINVAL']);
+
+/**
+ * exec's result: Flue's ShellResult, plus `truncated: true` when the
+ * daemon's cap (16 MiB per stream) cut stdout or stderr; stderr then ends
+ * with a note naming the cap.
+ */
+export interface AileronShellResult extends ShellResult {
+  truncated?: true;
+}
+
 interface ErrorBody {
   error?: { code?: string; message?: string; path?: string };
 }
@@ -120,13 +132,18 @@ class AileronDriver implements SandboxDriver {
     return (await this.fs<{ names: string[] }>('readdir', { path })).names;
   }
 
-  /** False when stat finds nothing there (ENOENT, ENOTDIR); other errors, such as a dead sandbox or a refused token, reject. */
+  /**
+   * False when stat says nothing can be there: ENOENT, ENOTDIR (below a
+   * file), ENAMETOOLONG, EINVAL (a NUL byte). Errors that say nothing about
+   * the path, such as a dead sandbox, a refused token or an unreachable
+   * daemon, reject.
+   */
   async exists(path: string): Promise<boolean> {
     try {
       await this.fs('stat', { path });
       return true;
     } catch (e) {
-      if (e instanceof AileronFsError && (e.code === 'ENOENT' || e.code === 'ENOTDIR')) return false;
+      if (e instanceof AileronFsError && NOT_THERE.has(e.code)) return false;
       throw e;
     }
   }
@@ -139,12 +156,14 @@ class AileronDriver implements SandboxDriver {
     await this.fs('rm', { path, recursive: options?.recursive ?? false, force: options?.force ?? false });
   }
 
-  async exec(command: string, options?: { cwd?: string; env?: Record<string, string>; timeoutMs?: number; signal?: AbortSignal }): Promise<ShellResult> {
+  async exec(command: string, options?: { cwd?: string; env?: Record<string, string>; timeoutMs?: number; signal?: AbortSignal }): Promise<AileronShellResult> {
     const body = JSON.stringify({ command, cwd: options?.cwd, env: options?.env, timeoutMs: options?.timeoutMs });
     // Aborting closes the request; the daemon then kills the command's processes.
     const reply = await this.call('exec', 'POST', 'exec', body, options?.signal);
-    const r = JSON.parse(reply.body.toString('utf8')) as ShellResult;
-    return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode };
+    const r = JSON.parse(reply.body.toString('utf8')) as ShellResult & { truncated?: boolean };
+    const out: AileronShellResult = { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode };
+    if (r.truncated) out.truncated = true;
+    return out;
   }
 
   /** GET / : the sandbox's workdir. */

@@ -1,9 +1,12 @@
 package launcher
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/api"
 )
 
 // helperExecRequest is the request line of `internal sandbox exec`.
@@ -74,6 +77,24 @@ func (b *cappedBuffer) truncated() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.dropped
+}
+
+// truncationNote is the line appended to stderr when the cap dropped
+// output of stdout or stderr, naming the streams and the cap, so a cut
+// output is never taken for a whole one; "" when nothing was dropped.
+func truncationNote(stdout, stderr *cappedBuffer) string {
+	var cut []string
+	if stdout.truncated() {
+		cut = append(cut, "stdout")
+	}
+	if stderr.truncated() {
+		cut = append(cut, "stderr")
+	}
+	if len(cut) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\n[aileron] output truncated: %s exceeded %d bytes (%d MiB), the cap of each stream; the rest was dropped\n",
+		strings.Join(cut, " and "), api.SandboxExecMaxOutput, api.SandboxExecMaxOutput>>20)
 }
 
 // Exec API constants.

@@ -123,9 +123,11 @@ func runExec(req helperExecRequest, aborted <-chan struct{}) (res *api.SandboxEx
 		deadline = t.C
 	}
 	result := func(code int, timedOut bool) *api.SandboxExecResult {
+		note := truncationNote(stdout, stderr)
+		stderr.note(note)
 		return &api.SandboxExecResult{
 			Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: code, TimedOut: timedOut,
-			Truncated: stdout.truncated() || stderr.truncated(), DurationMs: time.Since(start).Milliseconds(),
+			Truncated: note != "", DurationMs: time.Since(start).Milliseconds(),
 		}
 	}
 	select {

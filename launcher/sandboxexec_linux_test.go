@@ -175,11 +175,26 @@ func TestSandboxExecHelper(t *testing.T) {
 		}
 	})
 	t.Run("output cap", func(t *testing.T) {
-		cmd := fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", api.SandboxExecMaxOutput+1000)
+		// The prefix is kept, the exit status is the command's, and a note
+		// at the end of stderr names the cut streams and the cap.
+		note := fmt.Sprintf("exceeded %d bytes (16 MiB), the cap of each stream; the rest was dropped\n", api.SandboxExecMaxOutput)
+		cmd := fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a; echo done >&2; exit 5", api.SandboxExecMaxOutput+1000)
 		in, res := execHelper(t, helperExecRequest{Command: cmd})
 		defer in.Close()
-		if r := waitResult(t, res, 30*time.Second); len(r.Stdout) != api.SandboxExecMaxOutput || !r.Truncated {
-			t.Errorf("capped output: %d bytes, truncated %v; want %d, true", len(r.Stdout), r.Truncated, api.SandboxExecMaxOutput)
+		r := waitResult(t, res, 30*time.Second)
+		if len(r.Stdout) != api.SandboxExecMaxOutput || strings.Trim(r.Stdout, "a") != "" || !r.Truncated || r.ExitCode != 5 {
+			t.Errorf("capped output: %d bytes, truncated %v, exit %d; want %d bytes of a, true, 5", len(r.Stdout), r.Truncated, r.ExitCode, api.SandboxExecMaxOutput)
+		}
+		if want := "done\n\n[aileron] output truncated: stdout " + note; r.Stderr != want {
+			t.Errorf("stderr = %q, want %q", r.Stderr, want)
+		}
+		cmd = fmt.Sprintf("head -c %d /dev/zero | tr '\\0' e >&2", api.SandboxExecMaxOutput+1)
+		in2, res2 := execHelper(t, helperExecRequest{Command: cmd})
+		defer in2.Close()
+		r = waitResult(t, res2, 30*time.Second)
+		prefix, tail, _ := strings.Cut(r.Stderr, "\n")
+		if len(prefix) != api.SandboxExecMaxOutput || tail != "[aileron] output truncated: stderr "+note || !r.Truncated || r.Stdout != "" {
+			t.Errorf("capped stderr: %d bytes then %q, truncated %v; want %d bytes, the note, true", len(prefix), tail, r.Truncated, api.SandboxExecMaxOutput)
 		}
 	})
 }

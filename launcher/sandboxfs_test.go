@@ -61,6 +61,10 @@ func TestSandboxFSNodeSemantics(t *testing.T) {
 		{"write over a directory", helperFSRequest{Op: fsOpWrite, Path: p("full"), Size: 1}, "x", "EISDIR"},
 		{"write short", helperFSRequest{Op: fsOpWrite, Path: p("short"), Size: 5}, "abc", "EIO"},
 		{"stat dangling", helperFSRequest{Op: fsOpStat, Path: p("dangling")}, "", "ENOENT"},
+		// What the Flue connector's exists reads as "nothing there".
+		{"stat below a file", helperFSRequest{Op: fsOpStat, Path: p("f/under")}, "", "ENOTDIR"},
+		{"stat a name too long", helperFSRequest{Op: fsOpStat, Path: p(strings.Repeat("n", 256))}, "", "ENAMETOOLONG"},
+		{"stat a NUL byte", helperFSRequest{Op: fsOpStat, Path: p("a\x00b")}, "", "EINVAL"},
 		{"readdir a file", helperFSRequest{Op: fsOpReaddir, Path: p("f")}, "", "ENOTDIR"},
 		{"mkdir existing", helperFSRequest{Op: fsOpMkdir, Path: p("full")}, "", "EEXIST"},
 		{"mkdir missing parent", helperFSRequest{Op: fsOpMkdir, Path: p("a/b")}, "", "ENOENT"},

@@ -97,7 +97,11 @@ export function contract(name: string, subject: () => Promise<Subject>): void {
         assert.equal(await sb.exists(p('dir')), true);
         assert.equal(await sb.exists(p('missing')), false);
         assert.equal(await sb.exists(p('dangling')), false);
-        assert.equal(await sb.exists(p('f/under-a-file')), false);
+      });
+      it('exists is false where nothing can be: below a file, a name too long, a NUL byte', async () => {
+        assert.equal(await sb.exists(p('f/under-a-file')), false, 'ENOTDIR');
+        assert.equal(await sb.exists(p('n'.repeat(256))), false, 'ENAMETOOLONG');
+        assert.equal(await sb.exists(p('nul\0byte')), false, 'EINVAL');
       });
     });
 
@@ -225,6 +229,26 @@ export function contract(name: string, subject: () => Promise<Subject>): void {
         assert.ok(Date.now() - t2 < 3000, `timeout answered after ${Date.now() - t2} ms`);
         await sleep(3000);
         assert.equal(await sb.exists(marker), false, 'a process that left the group survived the timeout');
+      });
+      it('marks a cut output: the prefix, a note on stderr naming the cap, truncated set', async () => {
+        // 80 MiB: past local()'s cap (64 Mi characters of stdout and
+        // stderr together) and the daemon's (16 MiB per stream).
+        const printed = 80 << 20;
+        const r = await sb.exec(`head -c ${printed} /dev/zero | tr '\\0' a; echo done >&2`);
+        assert.ok(r.stdout.length > 0 && r.stdout.length < printed && /^a+$/.test(r.stdout), `stdout is not a prefix: ${r.stdout.length} characters`);
+        const cap = /exceeded (\d+) bytes/.exec(r.stderr);
+        assert.ok(cap, `no note naming the cap at the end of stderr: ${JSON.stringify(r.stderr.slice(-300))}`);
+        const truncated = (r as { truncated?: unknown }).truncated;
+        if (!beyond) {
+          // local() kills the command at its cap and says so, with no flag.
+          assert.equal(r.exitCode, 1, `local() reports the killed command as 1: ${r.exitCode}`);
+          assert.equal(truncated, undefined);
+          return;
+        }
+        assert.equal(truncated, true, 'truncated is not set');
+        assert.equal(r.stdout.length, Number(cap[1]), 'the prefix is not the cap named in the note');
+        assert.equal(r.exitCode, 0, 'the command\'s own exit status');
+        assert.match(r.stderr, /^done\n\n\[aileron\] output truncated: stdout exceeded \d+ bytes .*\n$/);
       });
       it('an abort kills a command that ignores SIGTERM', async () => {
         const marker = p('ignore-term');
