@@ -375,3 +375,8 @@ func isText(ct string, body []byte) bool {
 	}
 	return utf8.Valid(body) && !bytes.ContainsRune(body, 0)
 }
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
