@@ -15,7 +15,7 @@ import (
 // newMCPCmd is `aileron-proxy mcp`: the session's MCP server over stdio.
 func newMCPCmd(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:   "mcp",
+		Use:   "mcp (with AILERON_API_URL, AILERON_TOKEN, AILERON_SESSION_ID set)",
 		Short: "Serve the session's connector operations and actions as MCP tools over stdio",
 		Long: `Serve the Model Context Protocol over stdin and stdout (one JSON-RPC message
 per line) for an agent in a sandbox: one tool per operation of the session's
@@ -27,6 +27,7 @@ It is configured like the shims: AILERON_API_URL (the control API's URL ending
 in /v1), AILERON_TOKEN (the session's API token) and AILERON_SESSION_ID. Agents
 start it from their MCP configuration ("aileron-proxy sandbox init --agent");
 see docs/mcp.md.`,
+		Example: `  aileron-proxy mcp`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			parent := cmd.Context()
