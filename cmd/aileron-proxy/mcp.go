@@ -28,7 +28,7 @@ in /v1), AILERON_TOKEN (the session's API token) and AILERON_SESSION_ID. Agents
 start it from their MCP configuration ("aileron-proxy sandbox init --agent");
 see docs/mcp.md.`,
 		Example: `  aileron-proxy mcp`,
-		Args: usageArgs(cobra.NoArgs),
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			parent := cmd.Context()
 			if parent == nil {
