@@ -156,15 +156,31 @@ func requestPreview(x *exchange, m *policy.Match, h *heldBody, dir *preview.Dire
 	return p
 }
 
+// RememberingApprover is an Approver that can tell, before Await, whether
+// a decision remembered for the session ("approve for this session")
+// answers a request at once; the proxy then skips the preview fetch, whose
+// answer no one would see.
+type RememberingApprover interface {
+	Approver
+	// Remembers reports whether a remembered decision answers r.
+	Remembers(r ApprovalRequest) bool
+}
+
 // approvalPreview returns the preview of the held request x: the request
 // itself and, when its operation or action names one, the preview fetch's
-// answer.
+// answer. The fetch is skipped when a remembered decision answers the
+// request.
 func (s *Server) approvalPreview(x *exchange, m *policy.Match, h *heldBody, dir *preview.Directive) *preview.Preview {
 	p := requestPreview(x, m, h, dir)
+	if ra, ok := s.cfg.Approver.(RememberingApprover); ok && ra.Remembers(ApprovalRequest{
+		SessionID: x.t.sess.ID, ConnectorFQN: m.ConnectorFQN, Tool: m.Tool, Operation: m.Compiled.Operation().Name,
+	}) {
+		return p
+	}
 	plan, err := previewPlan(m, dir)
 	switch {
 	case err != nil:
-		p.Fetch = &preview.Fetch{Operation: dir.Operation, State: preview.FetchFailed, Error: err.Error()}
+		p.Fetch = &preview.Fetch{Operation: dir.Operation, State: preview.FetchFailed, Error: err.Error(), Code: string(contract.CodeOperationNotAllowed)}
 	case plan != nil:
 		p.Fetch = s.fetchPreview(x, m, h, plan)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/internal/preview"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
@@ -256,4 +257,22 @@ func TestFailedPreviewFetchStillLetsAPersonDecide(t *testing.T) {
 		t.Fatalf("approved request answered %v after a failed fetch", resp)
 	}
 	e.expectSeen(t)
+}
+
+// A preview fetch naming an operation the session lacks fails with a short
+// message and a code: the lookup's own text, which lists the session's
+// connectors and operations, is not shown to the person.
+func TestPreviewFetchOfAnUnknownOperationFailsShortly(t *testing.T) {
+	e := newPreviewEnv(t)
+	req, _ := http.NewRequest(http.MethodPut, "https://api.example.test/blobs/b1", strings.NewReader(`{"a":1}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(contract.HeaderInternal, "internal-key-for-tests")
+	req.Header.Set(contract.HeaderApprovalPreview, preview.Directive{Operation: "files.nope", Args: map[string]string{"file_id": "{path.name}"}}.Encode())
+	r, done := e.held(t, false, req)
+	f := r.Preview.Fetch
+	if f == nil || f.State != preview.FetchFailed || f.Code != string(contract.CodeOperationNotAllowed) || f.Error != "api files.nope is not an operation of this session" {
+		t.Errorf("fetch = %+v, want failed, operation_not_allowed, a short message", f)
+	}
+	e.approver.outcomes <- ApprovalDenied
+	<-done
 }
