@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
@@ -449,4 +451,90 @@ func TestApprovalPreviewThroughServe(t *testing.T) {
 			t.Errorf("the audit log holds the previewed value %q", s)
 		}
 	}
+}
+
+// TestConsolePreviewInBrowser drives the console's approval card in
+// headless chromium: before the decision it shows the held request's
+// fields as a definition list, a multi-line field as a block, the body's
+// digest, and the fetched state in its own section (or the fetch's
+// failure); approving from the card sends the request.
+func TestConsolePreviewInBrowser(t *testing.T) {
+	testkit.RequireTool(t, "curl")
+	e, rc := newPreviewEnv(t, "--approval-timeout", "60s")
+	ctx := browser(t)
+	var login string
+	for deadline := time.Now().Add(5 * time.Second); login == ""; time.Sleep(50 * time.Millisecond) {
+		login = signInLine.FindString(e.d.stderr.String())
+		if time.Now().After(deadline) {
+			t.Fatalf("serve logged no sign-in link")
+		}
+	}
+	run(t, ctx, "signing in", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#pending")))
+
+	t.Run("fetched state and blocks before the decision", func(t *testing.T) {
+		body := []byte(`{"to":"carol@example.test","subject":"Numbers for Q3","body":"line one\nline two of the body","thread_id":"th-42"}`)
+		done := e.heldPost(t, "/v1/messages/send", "application/json", writeTemp(t, "send.json", body))
+		run(t, ctx, "waiting for the card", chromedp.WaitVisible(chromedp.CSS("article.approval section.fetched")))
+		html := e.pageHTML(t, ctx)
+		fetched := get(t, ctx, "reading the fetched section", chromedp.Evaluate[string](
+			`[...document.querySelectorAll("article.approval section.fetched.fetched dl.fields.fetched > *")].map(e => e.tagName + ":" + e.textContent).join("|")`))
+		if !strings.Contains(fetched, "DT:Thread subject|DD:Quarterly plan (thread)") || !strings.Contains(fetched, `DT:Participants|DD:["alice@example.test","bob@example.test"]`) {
+			t.Errorf("the card's fetched section = %q", fetched)
+		}
+		if strings.Contains(fetched, canary) || !strings.Contains(fetched, "debug token=") {
+			t.Errorf("the fetched section shows the reflected credential, or not the masked field: %q", redactCanary(fetched))
+		}
+		// The fetched state is its own section, apart from what is sent.
+		apart := get(t, ctx, "checking the sections", chromedp.Evaluate[bool](
+			`!document.querySelector("article.approval section.preview").contains(document.querySelector("article.approval section.fetched"))`))
+		if !apart {
+			t.Errorf("the fetched state is inside the section of what is sent")
+		}
+		block := get(t, ctx, "reading the multi-line field", chromedp.Evaluate[string](
+			`(() => { const dts = [...document.querySelectorAll("article.approval section.preview dl.fields.body > dt")];
+			  const dt = dts.find(d => d.textContent === "body"); if (!dt) return "no body field";
+			  const pre = dt.nextElementSibling.querySelector("pre.block"); if (!pre) return "no block";
+			  const lh = parseFloat(getComputedStyle(pre).lineHeight) || 16;
+			  return getComputedStyle(pre).display + "|" + (pre.getBoundingClientRect().height >= 1.8 * lh) + "|" + pre.textContent; })()`))
+		if block != "block|true|line one\nline two of the body" {
+			t.Errorf("the multi-line field = %q, want a block two lines tall", block)
+		}
+		primary := get(t, ctx, "reading the body fields", chromedp.Evaluate[string](
+			`[...document.querySelectorAll("article.approval section.preview dl.fields.body > dt")].map(e => e.textContent).join(",")`))
+		if primary != "to,subject,body,thread_id" {
+			t.Errorf("the card's body fields = %q, want the declared to,subject,body first", primary)
+		}
+		if !strings.Contains(html, sha(body)) {
+			t.Errorf("the card lacks the body's digest")
+		}
+		screenshot(t, ctx, "approval-preview")
+		select {
+		case r := <-done:
+			t.Fatalf("curl finished before a decision: %v", r)
+		default:
+		}
+		run(t, ctx, "approving", chromedp.Click(chromedp.CSS("article.approval button.approve")),
+			chromedp.WaitNotPresent(chromedp.CSS("article.approval")))
+		if out, code := waitCurl(t, done); code != "200" {
+			t.Errorf("approved curl = %s %q", code, out)
+		}
+		if got := rc.body("/v1/messages/send"); len(got) != 1 || got[0] != fmt.Sprintf("%s/%d", sha(body), len(body)) {
+			t.Errorf("upstream received %v", got)
+		}
+	})
+
+	t.Run("a failed fetch on the card", func(t *testing.T) {
+		done := e.heldPost(t, "/v1/messages/send", "application/json", writeTemp(t, "send2.json", []byte(`{"to":"carol@example.test","thread_id":"th-gone"}`)))
+		run(t, ctx, "waiting for the card", chromedp.WaitVisible(chromedp.CSS("article.approval section.fetched.failed")))
+		msg := get(t, ctx, "reading the failure", chromedp.Evaluate[string](`document.querySelector("article.approval section.fetched.failed p.fetch-failed").textContent`))
+		if !strings.HasPrefix(msg, "Preview unavailable: ") || !strings.Contains(msg, "404") {
+			t.Errorf("the failed fetch reads %q", msg)
+		}
+		e.pageHTML(t, ctx)
+		run(t, ctx, "approving", chromedp.Click(chromedp.CSS("article.approval button.approve")),
+			chromedp.WaitNotPresent(chromedp.CSS("article.approval")))
+		if out, code := waitCurl(t, done); code != "200" {
+			t.Errorf("approved curl after a failed fetch = %s %q", code, out)
+		}
+	})
 }
