@@ -404,11 +404,11 @@ func TestApprovalPreviewThroughServe(t *testing.T) {
 		ch := e.heldPost(t, "/v1/messages/send", "application/json", writeTemp(t, "send2.json", body))
 		a := e.waitPending(t, "messages.send")
 		f, _ := a["preview"].(map[string]any)["fetch"].(map[string]any)
-		if f == nil || f["state"] != "failed" || fmt.Sprint(f["status"]) != "404" || !strings.Contains(fmt.Sprint(f["error"]), "404") || f["fields"] != nil {
+		if f == nil || f["state"] != "failed" || fmt.Sprint(f["status"]) != "404" || !strings.Contains(fmt.Sprint(f["error"]), "404") || f["code"] != "upstream_status" || f["fields"] != nil {
 			t.Errorf("failed fetch = %v", f)
 		}
 		show := mustCLI(t, e.home, "", "approvals", "show", fmt.Sprint(a["id"]))
-		if !strings.Contains(show, "Fetched:    mail threads.get FAILED:") {
+		if !strings.Contains(show, "Fetched:    mail threads.get FAILED: mail.example.test:443 answered 404 Not Found (upstream_status)") {
 			t.Errorf("`approvals show` of a failed fetch:\n%s", show)
 		}
 		mustCLI(t, e.home, "", "approvals", "approve", fmt.Sprint(a["id"]))
@@ -527,7 +527,7 @@ func TestConsolePreviewInBrowser(t *testing.T) {
 		done := e.heldPost(t, "/v1/messages/send", "application/json", writeTemp(t, "send2.json", []byte(`{"to":"carol@example.test","thread_id":"th-gone"}`)))
 		run(t, ctx, "waiting for the card", chromedp.WaitVisible(chromedp.CSS("article.approval section.fetched.failed")))
 		msg := get(t, ctx, "reading the failure", chromedp.Evaluate[string](`document.querySelector("article.approval section.fetched.failed p.fetch-failed").textContent`))
-		if !strings.HasPrefix(msg, "Preview unavailable: ") || !strings.Contains(msg, "404") {
+		if !strings.HasPrefix(msg, "Preview unavailable: ") || !strings.Contains(msg, "404") || !strings.HasSuffix(msg, "(upstream_status)") {
 			t.Errorf("the failed fetch reads %q", msg)
 		}
 		e.pageHTML(t, ctx)

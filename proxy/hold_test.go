@@ -276,3 +276,36 @@ func TestPreviewFetchOfAnUnknownOperationFailsShortly(t *testing.T) {
 	e.approver.outcomes <- ApprovalDenied
 	<-done
 }
+
+// A held request whose chunked body ends with trailers is refused before
+// anyone is asked: forwarding it with a Content-Length would drop them, and
+// the person would not have seen them.
+func TestHeldRequestWithTrailersIsRefused(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		e := newPreviewEnv(t)
+		pr, pw := io.Pipe()
+		go func() {
+			_, _ = pw.Write([]byte(`{"to":"a@b.test"}`))
+			_ = pw.Close()
+		}()
+		req, _ := http.NewRequest(http.MethodPost, "https://api.example.test/v1/send", pr)
+		req.ContentLength = -1
+		req.Header.Set("Content-Type", "application/json")
+		req.Trailer = http.Header{"X-Checksum": {"abc123"}}
+		resp, err := e.client(h2).Do(req)
+		if err != nil {
+			t.Fatalf("h2=%v: %v", h2, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "bad_request_framing") || !strings.Contains(string(body), "without trailers") {
+			t.Errorf("h2=%v: held request with trailers = %d %s, want 400 bad_request_framing", h2, resp.StatusCode, body)
+		}
+		select {
+		case r := <-e.approver.requests:
+			t.Errorf("h2=%v: a request with trailers was held for %s", h2, r.Operation)
+		default:
+		}
+		e.expectNothingSeen(t)
+	}
+}
