@@ -42,6 +42,12 @@ type Options struct {
 	Credential policy.CredentialKind
 	// ApprovalFor lists methods whose operations require approval.
 	ApprovalFor []string
+	// Update, when set, is an existing spec of the connector that the import
+	// updates: its operation names, the fields a person sets, the
+	// operations the document does not describe and its other tools are
+	// kept (docs/import.md, "Updating a spec"). FQN, Version and Tool
+	// default to its own. Nil imports from scratch.
+	Update *policy.Spec
 }
 
 // Result is an import's spec and what it could not express.
@@ -49,6 +55,8 @@ type Result struct {
 	// Spec is the valid spec; JSON is its rendering (what -o writes).
 	Spec *policy.Spec
 	JSON []byte
+	// Imported counts the operations imported from the document.
+	Imported int
 	// DocumentOperations counts the document's operations (before filters).
 	DocumentOperations int
 	// Filtered counts operations left out by the filters or x-aileron-skip.
@@ -61,6 +69,12 @@ type Result struct {
 	Notes []Note
 	// Credentials are the credential set commands, one per scheme used.
 	Credentials []CredentialHint
+	// Matched counts the imported operations that took the name of an
+	// operation of Options.Update on the same route.
+	Matched int
+	// Carried lists the operations of Options.Update the document does
+	// not describe, kept unchanged.
+	Carried []Note
 }
 
 // Note is one entry of the end-of-import summary.
@@ -84,6 +98,11 @@ var ErrNoOperations = errors.New("no operations to import")
 
 // Import maps the description src onto a spec.
 func Import(src Source, opts Options) (*Result, error) {
+	if opts.Update != nil {
+		if err := applyUpdateDefaults(&opts); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := policy.ParseFQN(opts.FQN); err != nil {
 		return nil, fmt.Errorf("--fqn %q: %w", opts.FQN, err)
 	}
@@ -113,7 +132,14 @@ func Import(src Source, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return build(src.Name, d, opts, f, approval)
+	r, err := build(src.Name, d, opts, f, approval)
+	if err != nil || opts.Update == nil {
+		return r, err
+	}
+	if err := mergeUpdate(r, opts); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // build maps the neutral model onto a spec.
@@ -201,6 +227,7 @@ func build(name string, d *docModel, opts Options, f *filter, approval map[strin
 		parsed, _, err := policy.ParseSpec(data)
 		if err == nil {
 			r.Spec, r.JSON = parsed, data
+			r.Imported = len(parsed.Tools[0].Operations)
 			break
 		}
 		var ve *policy.ValidationError

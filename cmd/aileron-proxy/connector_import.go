@@ -37,12 +37,13 @@ type connImportFlags struct {
 	install     bool
 	diff        bool
 	force       bool
+	update      string
 }
 
 func newConnectorImportCmd(a *app) *cobra.Command {
 	f := &connImportFlags{}
 	cmd := &cobra.Command{
-		Use:   "import --openapi FILE|URL --fqn FQN [flags]",
+		Use:   "import --openapi FILE|URL (--fqn FQN | --update SPEC) [flags]",
 		Short: "Make a connector spec from an OpenAPI description",
 		Long: `Make an aileron.connector.v1 spec from an OpenAPI description (Swagger 2.0,
 OpenAPI 3.0 or 3.1, JSON or YAML): one operation per documented operation,
@@ -66,11 +67,21 @@ what would change against the installed version of the FQN (+ added,
 (header and cookie parameters, non-JSON bodies, skipped operations) and the
 credential set command for each security scheme are printed to stderr.
 
+--update SPEC re-imports onto an existing spec of the connector (a file or
+package directory): an imported operation on the route (method, path with
+any template names, a common host) of one of its operations keeps that
+operation's name and the fields a person sets (summary, description,
+idempotency, credential, audit; approval stays required if either side
+requires it); its operations the document does not describe and its other
+tools are kept unchanged; its FQN, version and tool name are the defaults.
+Write the result over SPEC with -o SPEC.
+
 Exit status: 0 imported, 1 unreadable document, bad $ref, no operations or
 invalid result (nothing is written or installed), 2 usage error.`,
 		Example: `  aileron-proxy connector import --openapi api.github.com.json --fqn github://acme/github --tool gh-api --include 'GET /repos/**' -o github.json
   aileron-proxy connector import --openapi ./swagger.json --fqn local://me/k8s --host k8s.internal:6443 --credential bearer --install
-  aileron-proxy connector import --openapi https://example.com/openapi.yaml --fqn local://me/api --diff`,
+  aileron-proxy connector import --openapi https://example.com/openapi.yaml --fqn local://me/api --diff
+  aileron-proxy connector import --openapi api.github.com.json --update github.json --include 'GET /repos/**' -o github.json`,
 		Args:                  usageArgs(cobra.NoArgs),
 		DisableFlagsInUseLine: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -94,6 +105,7 @@ invalid result (nothing is written or installed), 2 usage error.`,
 	fl.BoolVar(&f.install, "install", false, "install the spec into the store")
 	fl.BoolVar(&f.force, "force", false, "with --install: install even if a tool command collides with another connector")
 	fl.BoolVar(&f.diff, "diff", false, "print what would change against the installed version; write nothing")
+	fl.StringVar(&f.update, "update", "", "update the existing spec `SPEC` of the connector: keep its operation names, hand-set fields and the operations the document does not describe")
 	return cmd
 }
 
@@ -101,8 +113,8 @@ func runConnectorImport(ctx context.Context, a *app, f *connImportFlags) error {
 	switch {
 	case f.openapi == "":
 		return usageError(errors.New("--openapi FILE|URL is required"))
-	case f.fqn == "":
-		return usageError(errors.New("--fqn is required, e.g. --fqn github://acme/aileron-connector-github"))
+	case f.fqn == "" && f.update == "":
+		return usageError(errors.New("--fqn is required (or --update SPEC), e.g. --fqn github://acme/aileron-connector-github"))
 	case f.output != "" && f.install:
 		return usageError(errors.New("-o and --install are exclusive; pick one"))
 	case f.diff && (f.output != "" || f.install):
@@ -116,12 +128,23 @@ func runConnectorImport(ctx context.Context, a *app, f *connImportFlags) error {
 		}
 		vars[k] = v
 	}
+	var base *policy.Spec
+	if f.update != "" {
+		data, err := connReadSpec(f.update)
+		if err != nil {
+			return fmt.Errorf("--update %s: %w", f.update, err)
+		}
+		if base, _, err = policy.ParseSpec(data); err != nil {
+			return fmt.Errorf("--update %s: %w; fix it first (aileron-proxy connector validate %s)", f.update, err, f.update)
+		}
+	}
 	src, err := readDescription(ctx, f.openapi)
 	if err != nil {
 		return err
 	}
 	res, err := openapiimport.Import(src, openapiimport.Options{
-		FQN: f.fqn, Version: f.version, Tool: f.tool, Hosts: f.hosts, ServerVars: vars,
+		Update: base,
+		FQN:    f.fqn, Version: f.version, Tool: f.tool, Hosts: f.hosts, ServerVars: vars,
 		Include: f.include, Exclude: f.exclude, Tags: f.tags, OperationIDs: f.opIDs,
 		Credential: policy.CredentialKind(f.credential), ApprovalFor: f.approvalFor,
 	})
@@ -227,15 +250,20 @@ func printImportDiff(a *app, spec *policy.Spec) error {
 // printImportSummary prints counts, what was skipped or not expressible,
 // and the credential set commands.
 func printImportSummary(w io.Writer, res *openapiimport.Result) {
-	ops := 0
-	for _, t := range res.Spec.Tools {
-		ops += len(t.Operations)
-	}
 	fmt.Fprintf(w, "imported %s of %d in the document (%d filtered out, %d skipped)\n",
-		connPlural(ops, "operation"), res.DocumentOperations, res.Filtered, len(res.Skipped))
+		connPlural(res.Imported, "operation"), res.DocumentOperations, res.Filtered, len(res.Skipped))
 	if len(res.Skipped) > 0 {
 		fmt.Fprintln(w, "skipped:")
 		for _, n := range res.Skipped {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
+	}
+	if res.Matched > 0 || len(res.Carried) > 0 {
+		fmt.Fprintf(w, "updated: %s kept their names, %d carried over\n", connPlural(res.Matched, "operation"), len(res.Carried))
+	}
+	if len(res.Carried) > 0 {
+		fmt.Fprintln(w, "carried over from the updated spec (not in the document):")
+		for _, n := range res.Carried {
 			fmt.Fprintf(w, "  %s\n", n)
 		}
 	}
