@@ -170,7 +170,7 @@ func mergeOperation(kept, op policy.Operation, credentialFlag bool) policy.Opera
 	if kept.Idempotency != "" {
 		out.Idempotency = kept.Idempotency
 	}
-	if kept.Approval.IsRequired() || out.Approval == "" {
+	if out.Approval == "" { // the import sets only "required"
 		out.Approval = kept.Approval
 	}
 	if kept.Credential != "" && !credentialFlag {
