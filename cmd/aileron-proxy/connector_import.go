@@ -80,8 +80,7 @@ Exit status: 0 imported, 1 unreadable document, bad $ref, no operations or
 invalid result (nothing is written or installed), 2 usage error.`,
 		Example: `  aileron-proxy connector import --openapi api.github.com.json --fqn github://acme/github --tool gh-api --include 'GET /repos/**' -o github.json
   aileron-proxy connector import --openapi ./swagger.json --fqn local://me/k8s --host k8s.internal:6443 --credential bearer --install
-  aileron-proxy connector import --openapi https://example.com/openapi.yaml --fqn local://me/api --diff
-  aileron-proxy connector import --openapi api.github.com.json --update github.json --include 'GET /repos/**' -o github.json`,
+  aileron-proxy connector import --openapi https://example.com/openapi.yaml --update api.json -o api.json`,
 		Args:                  usageArgs(cobra.NoArgs),
 		DisableFlagsInUseLine: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {

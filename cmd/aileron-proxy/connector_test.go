@@ -67,7 +67,7 @@ func TestConnectorInstallListRemove(t *testing.T) {
 	if got := strings.Join(strings.Fields(lines[2]), " "); got != "local://aileron/demo 1.0.0 "+hash[:len("sha256:")+12]+" ok demo (4 operations)" {
 		t.Errorf("list row = %q", got)
 	}
-	if !strings.HasPrefix(lines[1], "github://acme/aileron-connector-github") || !strings.Contains(lines[1], "gh-api (6 operations)") {
+	if !strings.HasPrefix(lines[1], "github://acme/aileron-connector-github") || !strings.Contains(lines[1], "gh-api (100 operations)") {
 		t.Errorf("list row = %q, want the github connector first (sorted by FQN)", lines[1])
 	}
 
@@ -109,7 +109,7 @@ func TestConnectorInstallListRemove(t *testing.T) {
 		t.Errorf("remove: exit %d\nstdout: %q\nstderr: %q", code, stdout, stderr)
 	}
 	stdout, _, code = runCLI(t, home, "", nil, "connector", "remove", "github://acme/aileron-connector-github")
-	if code != exitOK || !strings.HasPrefix(stdout, "removed github://acme/aileron-connector-github 0.4.0 sha256:") {
+	if code != exitOK || !strings.HasPrefix(stdout, "removed github://acme/aileron-connector-github 0.5.0 sha256:") {
 		t.Errorf("remove github: exit %d, stdout %q", code, stdout)
 	}
 	stdout, stderr, code = runCLI(t, home, "", nil, "connector", "list")
