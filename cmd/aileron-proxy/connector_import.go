@@ -258,7 +258,7 @@ func printImportSummary(w io.Writer, res *openapiimport.Result) {
 		}
 	}
 	if res.Matched > 0 || len(res.Carried) > 0 {
-		fmt.Fprintf(w, "updated: %s kept their names, %d carried over\n", connPlural(res.Matched, "operation"), len(res.Carried))
+		fmt.Fprintf(w, "updated: names kept for %s, %s carried over\n", connPlural(res.Matched, "operation"), connPlural(len(res.Carried), "operation"))
 	}
 	if len(res.Carried) > 0 {
 		fmt.Fprintln(w, "carried over from the updated spec (not in the document):")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -98,9 +99,68 @@ func TestGitHubConnectorRegenerates(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s is not the output of the command in configs/connectors/README.md; run it from the repository root and review the diff", target)
 	}
-	for _, want := range []string{"imported 97 operations of 623", "updated: 97 operations kept their names, 3 carried over", "git.upload-pack is not in the document", "git.receive-pack is not in the document", "git.info-refs is not in the document"} {
+	for _, want := range []string{"imported 97 operations of 623", "updated: names kept for 97 operations, 3 operations carried over", "git.upload-pack is not in the document", "git.receive-pack is not in the document", "git.info-refs is not in the document"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, stderr)
 		}
+	}
+}
+
+// TestConnectorImportUpdate re-imports onto a spec in place: the kept name
+// and the carried-over operation survive, a second run changes nothing,
+// and a broken --update file or a missing --fqn is refused without writing.
+func TestConnectorImportUpdate(t *testing.T) {
+	home := t.TempDir()
+	doc := importWrite(t, "openapi.yaml", importDoc)
+	const kept = `{"schema_version": "aileron.connector.v1", "connector": {"fqn": "local://me/items", "version": "1.0.0"},
+	 "tools": [{"name": "items", "operations": [
+	  {"name": "item.fetch", "method": "GET", "path": "/v1/items/{item}", "hosts": ["api.items.example.test"], "credential": "api_key",
+	   "inputs": [{"name": "item", "required": true}]},
+	  {"name": "health", "method": "GET", "path": "/healthz", "hosts": ["api.items.example.test"]}]}]}`
+	spec := importWrite(t, "items.json", kept)
+
+	_, stderr, code := runCLI(t, home, "", nil, "connector", "import", "--openapi", doc, "--update", spec, "-o", spec)
+	if code != exitOK {
+		t.Fatalf("import --update: exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{"imported 2 operations of 2", "updated: names kept for 1 operation, 1 operation carried over", "GET /healthz: health is not in the document"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stderr)
+		}
+	}
+	first, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"fqn": "local://me/items"`, `"version": "1.0.0"`, `"name": "item.fetch"`, `"path": "/v1/items/{id}"`, `"name": "items.delete"`, `"name": "health"`} {
+		if !strings.Contains(string(first), want) {
+			t.Errorf("updated spec lacks %s:\n%s", want, first)
+		}
+	}
+	if strings.Contains(string(first), `"items.get"`) {
+		t.Errorf("the route of item.fetch was imported again as items.get:\n%s", first)
+	}
+	if _, stderr, code = runCLI(t, home, "", nil, "connector", "import", "--openapi", doc, "--update", spec, "-o", spec); code != exitOK {
+		t.Fatalf("second import --update: exit %d\n%s", code, stderr)
+	}
+	if again, _ := os.ReadFile(spec); !bytes.Equal(again, first) {
+		t.Errorf("a second update changed the spec:\n%s\nwas\n%s", again, first)
+	}
+
+	broken := importWrite(t, "broken.json", `{"schema_version": "aileron.connector.v1", "connector": {"fqn": "nope"}, "tools": []}`)
+	out := filepath.Join(t.TempDir(), "out.json")
+	_, stderr, code = runCLI(t, home, "", nil, "connector", "import", "--openapi", doc, "--update", broken, "-o", out)
+	if code != exitFailure || !strings.Contains(stderr, "--update "+broken) || !strings.Contains(stderr, "connector validate") {
+		t.Errorf("import --update of an invalid spec: exit %d, stderr %q; want exit 1 naming the file and the fix", code, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a failed import wrote %s", out)
+	}
+	_, stderr, code = runCLI(t, home, "", nil, "connector", "import", "--openapi", doc, "--fqn", "local://me/other", "--update", spec)
+	if code != exitFailure || !strings.Contains(stderr, `differs from the FQN "local://me/items"`) {
+		t.Errorf("import --update with another --fqn: exit %d, stderr %q", code, stderr)
+	}
+	if _, stderr, code = runCLI(t, home, "", nil, "connector", "import", "--openapi", doc); code != exitUsage || !strings.Contains(stderr, "--update SPEC") {
+		t.Errorf("import without --fqn or --update: exit %d, stderr %q", code, stderr)
 	}
 }
