@@ -151,6 +151,9 @@ type decision struct {
 	// directive is an action's preview, from the control API; nil for
 	// none.
 	directive *preview.Directive
+	// mcp, on allow, filters the answer of an MCP request (mcp.go); nil
+	// for every other request.
+	mcp *mcpExchange
 }
 
 // decide makes the decision of the request x, in order: the session has
@@ -180,6 +183,13 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 	if snap := s.cfg.Policy(); snap != nil {
 		pd = snap.Decide(t.sess.Scope, policy.Request{Method: x.ev.Method, Host: t.target, Path: x.path})
 	}
+	var body inspected
+	if pd.Inspect != nil { // a GraphQL or MCP endpoint: the body decides (inspect.go)
+		var refused *decision
+		if pd, body, refused = s.inspectBody(x, pd.Inspect); refused != nil {
+			return *refused
+		}
+	}
 	if !pd.Allow && isLearnable(pd.Reason) && s.learns(t) {
 		if ws {
 			return decision{status: http.StatusForbidden, refusal: learnRefusal(x)}
@@ -206,6 +216,7 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 	op := m.Compiled.Operation()
 	x.ev.ConnectorFQN, x.ev.Tool, x.ev.Operation = m.ConnectorFQN, m.Tool, op.Name
 	x.ev.Fields = auditFields(m, r, in.args)
+	mergeFields(x, body.fields)
 	if ws && !op.WebSocket {
 		d.status, d.refusal = http.StatusForbidden, webSocketNotDeclared(x, m)
 		return d
@@ -223,7 +234,8 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 		}
 	}
 	d.allow = true
-	d.approval = op.Approval.IsRequired() || in.approval
+	d.approval = op.Approval.IsRequired() || in.approval || body.approval
+	d.mcp = body.mcp
 	return d
 }
 
