@@ -428,12 +428,14 @@ type GraphQLDecision struct {
 // DecideGraphQL checks every request of an envelope: each must be allowed
 // by an operation, and the operations of a batch must share connector and
 // credential, so one injection serves them all. The first refusal wins and
-// says which element failed.
+// says which element failed; its decision still holds the selections read
+// up to and including the refused one, for the audit.
 func (in *Inspection) DecideGraphQL(reqs []GraphQLRequest, batch bool) (GraphQLDecision, error) {
 	var d GraphQLDecision
 	for i, r := range reqs {
 		sel, err := ExtractGraphQL(r)
 		if err == nil {
+			d.Selections = append(d.Selections, sel)
 			var m *Match
 			if m, err = in.SelectGraphQL(sel); err == nil {
 				op := m.Compiled.op
@@ -447,9 +449,8 @@ func (in *Inspection) DecideGraphQL(reqs []GraphQLRequest, batch bool) (GraphQLD
 			}
 		}
 		if err != nil {
-			return GraphQLDecision{}, in.graphQLRefusal(err, batch, i)
+			return GraphQLDecision{Selections: d.Selections}, in.graphQLRefusal(err, batch, i)
 		}
-		d.Selections = append(d.Selections, sel)
 	}
 	if d.Match == nil {
 		return GraphQLDecision{}, gqlErr(GraphQLRuleBatch, "the GraphQL request holds no operation")

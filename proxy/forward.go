@@ -98,6 +98,9 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 		return
 	}
 	s.metrics.upstream.Observe(time.Since(sent).Seconds())
+	if x.mcp != nil {
+		s.filterMCPAnswer(x, resp) // mcp.go: tools/list shows only allowed tools
+	}
 	s.passResponse(w, x, resp, scrub, body, reason)
 }
 

@@ -33,6 +33,9 @@ type exchange struct {
 	ev    audit.Event
 	// learned is set for a request forwarded by learn mode (learn.go).
 	learned *learnedExchange
+	// mcp filters the answer of an MCP request with tools/list in it
+	// (mcp.go); nil for every other request.
+	mcp *mcpExchange
 }
 
 func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -63,6 +66,10 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status := d.status
 		if status == 0 {
 			status = http.StatusForbidden
+		}
+		if d.rpc != nil {
+			s.denyRPC(w, x, status, d.refusal, d.rpc)
+			return
 		}
 		s.deny(w, x, status, d.refusal)
 		return
@@ -151,9 +158,9 @@ type decision struct {
 	// directive is an action's preview, from the control API; nil for
 	// none.
 	directive *preview.Directive
-	// mcp, on allow, filters the answer of an MCP request (mcp.go); nil
-	// for every other request.
-	mcp *mcpExchange
+	// rpc, on deny, is the JSON-RPC answer of a refused MCP request
+	// (mcp.go), sent instead of the proxy's JSON error; nil otherwise.
+	rpc []byte
 }
 
 // decide makes the decision of the request x, in order: the session has
@@ -235,7 +242,6 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 	}
 	d.allow = true
 	d.approval = op.Approval.IsRequired() || in.approval || body.approval
-	d.mcp = body.mcp
 	return d
 }
 

@@ -31,8 +31,6 @@ type inspected struct {
 	approval bool
 	// fields are audit fields describing the body (never its values).
 	fields map[string]string
-	// mcp filters the answer of an MCP request; nil otherwise.
-	mcp *mcpExchange
 }
 
 // errBodyTooLarge reports an inspected body over MaxInspectedBody.
