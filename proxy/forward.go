@@ -142,6 +142,13 @@ func (s *Server) passResponse(w http.ResponseWriter, x *exchange, resp *http.Res
 	if decoded {
 		length = -1
 	}
+	if length < 0 && isEventStream(resp.Header) {
+		// An event stream may stay idle (an MCP GET stream): its client
+		// waits for the headers, so they go now, not with the first event.
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
 	n, cerr := s.copyBody(w, src, length)
 	if body != nil {
 		x.ev.BytesIn = body.n.Load()

@@ -409,3 +409,9 @@ func (f *sseFilter) emit(lines []string) {
 		f.out.WriteString(l)
 	}
 }
+
+// isEventStream reports whether the header announces text/event-stream.
+func isEventStream(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return len(ct) >= len("text/event-stream") && strings.EqualFold(ct[:len("text/event-stream")], "text/event-stream")
+}
