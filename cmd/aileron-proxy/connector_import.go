@@ -37,6 +37,7 @@ type connImportFlags struct {
 	install     bool
 	diff        bool
 	force       bool
+	gql         graphQLImportFlags // connector_import_graphql.go
 }
 
 func newConnectorImportCmd(a *app) *cobra.Command {
@@ -94,10 +95,14 @@ invalid result (nothing is written or installed), 2 usage error.`,
 	fl.BoolVar(&f.install, "install", false, "install the spec into the store")
 	fl.BoolVar(&f.force, "force", false, "with --install: install even if a tool command collides with another connector")
 	fl.BoolVar(&f.diff, "diff", false, "print what would change against the installed version; write nothing")
+	addGraphQLImportFlags(fl, &f.gql)
 	return cmd
 }
 
 func runConnectorImport(ctx context.Context, a *app, f *connImportFlags) error {
+	if f.gql.schema != "" {
+		return runGraphQLImport(a, f)
+	}
 	switch {
 	case f.openapi == "":
 		return usageError(errors.New("--openapi FILE|URL is required"))
