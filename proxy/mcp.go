@@ -244,10 +244,15 @@ func (s *Server) filterMCPAnswer(x *exchange, resp *http.Response) {
 	case "application/json":
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxFilteredAnswer+1))
 		resp.Body.Close()
+		var out []byte
 		if err != nil || len(data) > maxFilteredAnswer {
-			data = nil
+			// Never pass an answer unfiltered: the client gets an error
+			// for its (first) tools/list request instead.
+			out, _ = json.Marshal(newRPCError(mx.listIDs[0], &policy.MCPError{Code: -32603,
+				Message: fmt.Sprintf("the tools/list answer could not be read whole (at most %d MiB) for the proxy to filter it", maxFilteredAnswer>>20)}))
+		} else {
+			out = mx.filterJSON(data)
 		}
-		out := mx.filterJSON(data)
 		resp.Body = io.NopCloser(bytes.NewReader(out))
 		resp.ContentLength = int64(len(out))
 		resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
