@@ -154,6 +154,7 @@ func TestDecideInspectsBody(t *testing.T) {
 		{"trailing data", `{"query": "{ viewer { login } }"} {}`, "", GraphQLRuleEnvelope, false},
 		{"no query", `{"variables": {}}`, "", GraphQLRuleEnvelope, false},
 		{"empty batch", `[]`, "", GraphQLRuleBatch, false},
+		{"other key", `{"query": "{ viewer { login } }", "documentId": "deleteEverything"}`, "", GraphQLRuleEnvelope, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,6 +202,9 @@ func TestGraphQLQueryString(t *testing.T) {
 	}
 	if _, err := ParseGraphQLQuery("query=%7Bviewer%7D&query=%7Bx%7D"); err == nil {
 		t.Fatal("ParseGraphQLQuery(repeated query) succeeded, want a refusal")
+	}
+	if _, err := ParseGraphQLQuery("query=%7Bviewer%7D&documentId=x"); err == nil {
+		t.Fatal("ParseGraphQLQuery(documentId) succeeded, want a refusal")
 	}
 }
 

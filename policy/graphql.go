@@ -83,9 +83,10 @@ const (
 
 // ParseGraphQLBody reads a POST body: one JSON object {query,
 // operationName, variables, extensions}, or a JSON array of them (a batch,
-// batch true). Keys are matched exactly, and a repeated key, or a key that
-// differs from a known one only in case, is refused: upstream JSON readers
-// disagree on which one wins.
+// batch true). Keys are matched exactly, and a repeated key, a key that
+// differs from a known one only in case, or any other key is refused:
+// upstream JSON readers disagree on which copy wins, and a server may run
+// a document another key names.
 func ParseGraphQLBody(body []byte) (reqs []GraphQLRequest, batch bool, err error) {
 	if !utf8.Valid(body) {
 		return nil, false, gqlErr(GraphQLRuleEnvelope, "the GraphQL request body is not valid UTF-8; send a JSON object {\"query\": ...}")
@@ -158,6 +159,11 @@ func parseGraphQLObject(raw []byte) (GraphQLRequest, *GraphQLError) {
 				return r, gqlErr(GraphQLRuleEnvelope, "the GraphQL request has the key %q; spell it %q", key, k)
 			}
 		}
+		if !slices.Contains(graphQLKeys, key) {
+			// A server may run what another key names (a stored
+			// document's id, for one) instead of the query checked here.
+			return r, gqlErr(GraphQLRuleEnvelope, "the GraphQL request has the key %q, which the proxy cannot check; send only query, operationName, variables and extensions", printable(key))
+		}
 		var val json.RawMessage
 		if err := dec.Decode(&val); err != nil {
 			return bad(err)
@@ -209,7 +215,8 @@ func parseGraphQLObject(raw []byte) (GraphQLRequest, *GraphQLError) {
 }
 
 // ParseGraphQLQuery reads a GET request's query string: query,
-// operationName and extensions (JSON). A repeated parameter is refused.
+// operationName, variables and extensions (JSON). A repeated or unknown
+// parameter is refused.
 func ParseGraphQLQuery(rawQuery string) (GraphQLRequest, error) {
 	var r GraphQLRequest
 	q, err := url.ParseQuery(rawQuery)
@@ -217,10 +224,11 @@ func ParseGraphQLQuery(rawQuery string) (GraphQLRequest, error) {
 		return r, gqlErr(GraphQLRuleEnvelope, "the query string does not parse: %s", err.Error())
 	}
 	for k, vs := range q {
-		for _, known := range graphQLKeys {
-			if strings.EqualFold(k, known) && (k != known || len(vs) > 1) {
-				return r, gqlErr(GraphQLRuleEnvelope, "the query string has %q %d times (or misspelled); send query, operationName and extensions once each", k, len(vs))
-			}
+		if !slices.Contains(graphQLKeys, k) {
+			return r, gqlErr(GraphQLRuleEnvelope, "the query string has %q, which the proxy cannot check; send only query, operationName, variables and extensions", printable(k))
+		}
+		if len(vs) > 1 {
+			return r, gqlErr(GraphQLRuleEnvelope, "the query string has %q %d times; send each parameter once", k, len(vs))
 		}
 	}
 	obj := map[string]any{}
