@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -25,7 +26,7 @@ import (
 const githubGraphQLSpec = `{
   "schema_version": "aileron.connector.v1",
   "connector": {"fqn": "local://test/github", "version": "1.0.0"},
-  "tools": [{"name": "gh", "operations": [
+  "tools": [{"name": "github-graphql", "operations": [
     {"name": "viewer", "method": "POST", "path": "/graphql", "hosts": ["api.github.com"], "credential": "bearer",
      "graphql": {"type": "query", "fields": ["viewer"]}},
     {"name": "repository", "method": "POST", "path": "/graphql", "hosts": ["api.github.com"], "credential": "bearer",
@@ -153,7 +154,6 @@ func TestGHThroughServe(t *testing.T) {
 	if len(up.requests()) != n {
 		t.Fatalf("the refused mutation reached the stand-in")
 	}
-	t.Logf("gh on the refused mutation: %s%s", out, errOut)
 	waitAudit(t, home, map[string]any{"event": "connector.proxy.denied", "reason": "graphql_not_allowed"})
 
 	type result struct {
@@ -177,10 +177,116 @@ func TestGHThroughServe(t *testing.T) {
 		t.Fatalf("gh issue create after approval: %v\nstdout: %s\nstderr: %s", res.err, res.out, res.errOut)
 	}
 	allowedCalls(0)
-	t.Logf("gh issue create: %s (%d requests in all)", res.out, len(up.requests()))
 	for _, r := range up.requests() {
 		if strings.Contains(r.Header.Get("Authorization"), placeholder) {
 			t.Errorf("the stand-in saw gh's placeholder token")
 		}
 	}
+}
+
+// ghSandboxScript runs Debian's gh (copied into the workspace) inside the
+// sandbox with a placeholder token: HTTPS_PROXY and the session CA in the
+// system store come from launch.
+const ghSandboxScript = `check() { if [ "$2" = 0 ]; then echo "ok $1"; else echo "FAIL $1: $3"; fi; }
+export GH_TOKEN=gho_placeholder0000000000000000000000000 GH_CONFIG_DIR=/tmp/ghcfg GH_NO_UPDATE_NOTIFIER=1 GH_PROMPT_DISABLED=1 NO_COLOR=1 GH_PAGER=cat
+gh=/home/agent/workspace/gh
+out=$($gh api graphql -f query='{viewer{login}}' 2>&1)
+case $out in *octocat*) r=0 ;; *) r=1 ;; esac; check viewer $r "$out"
+out=$($gh issue list -R octo/hello 2>&1)
+case $out in *"First issue"*) r=0 ;; *) r=1 ;; esac; check list $r "$out"
+if out=$($gh api graphql -f query='mutation{deleteRepository(input:{repositoryId:"R_1"}){clientMutationId}}' 2>&1); then r=1; else
+  case $out in *graphql_not_allowed*deleteRepository*) r=0 ;; *) r=1 ;; esac; fi; check delete-refused $r "$out"
+out=$($gh issue create -R octo/hello --title "Held title" --body "Held body" 2>&1)
+case $out in *issues/2*) r=0 ;; *) r=1 ;; esac; check create $r "$out"
+echo done
+`
+
+// TestGHInSandbox runs the same gh commands inside a real sandbox
+// (launch --sandbox=docker): the agent's gh reaches the stand-in for
+// api.github.com only through the proxy.
+func TestGHInSandbox(t *testing.T) {
+	ghPath := testkit.RequireTool(t, "gh")
+	requireRuntime(t, "docker")
+	home := t.TempDir()
+	up := newUpstream(t, []string{"api.github.com"}, githubStandIn(t))
+	spec := filepath.Join(t.TempDir(), "github.aileron.connector.v1.json")
+	if err := os.WriteFile(spec, []byte(githubGraphQLSpec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustCLI(t, home, "", "connector", "install", spec)
+	mustCLI(t, home, canary+"\n", "credential", "set", "local://test/github", "--kind", "bearer", "--stdin")
+	d := startServe(t, home, nil, "--resolve", "api.github.com:443="+up.addr, "--upstream-ca", up.certFile)
+	e := &env{home: home, up: up, d: d}
+	t.Cleanup(func() { e.assertNoCanary(t) })
+	t.Cleanup(func() { removeSandboxes(t, "docker", home) })
+	project := agentWorkspace(t)
+	bin, err := os.ReadFile(ghPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(project, "gh"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		o, eo, c := launchCLI(t, home, nil, 8*time.Minute, "launch", "--sandbox=docker", "--project", project, "--", "sh", "-c", ghSandboxScript)
+		done <- result{o, eo, c}
+	}()
+	var res result
+	select {
+	case id := <-pendingApprovalAsync(t, home, 8*time.Minute):
+		for _, r := range up.requests() {
+			if strings.Contains(string(r.Body), "createIssue") {
+				t.Fatalf("the held mutation reached the stand-in before approval")
+			}
+		}
+		mustCLI(t, home, "", "approvals", "approve", id)
+		res = <-done
+	case res = <-done:
+	}
+	for _, want := range []string{"viewer", "list", "delete-refused", "create"} {
+		if !strings.Contains(res.out, "ok "+want+"\n") {
+			t.Errorf("check %s did not pass", want)
+		}
+	}
+	if strings.Contains(res.out, "FAIL") || !strings.Contains(res.out, "done\n") || t.Failed() {
+		t.Fatalf("launch exit %d; sandbox output:\n%s\nlaunch stderr:\n%s", res.code, redactCanary(res.out), redactCanary(res.errOut))
+	}
+	for _, r := range up.requests() {
+		if got := r.Header.Get("Authorization"); got != "Bearer "+canary {
+			t.Errorf("the stand-in got Authorization %q, want the injected token", redactCanary(got))
+		}
+		if strings.Contains(string(r.Body), "deleteRepository") {
+			t.Errorf("the stand-in received the refused mutation")
+		}
+	}
+	waitAudit(t, home, map[string]any{"event": "connector.proxy.denied", "reason": "graphql_not_allowed"})
+}
+
+// pendingApprovalAsync polls for a pending approval in the background; the
+// channel gets its id, or nothing before limit.
+func pendingApprovalAsync(t *testing.T, home string, limit time.Duration) <-chan string {
+	ch := make(chan string, 1)
+	go func() {
+		deadline := time.Now().Add(limit)
+		for time.Now().Before(deadline) {
+			out, _, code := cli(t, home, "", "approvals", "list", "--json")
+			var list []map[string]any
+			if code == 0 && json.Unmarshal([]byte(out), &list) == nil {
+				for _, p := range list {
+					if p["state"] == "pending" {
+						ch <- fmt.Sprint(p["id"])
+						return
+					}
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	return ch
 }
