@@ -191,7 +191,7 @@ func TestMCPServerEverythingThroughServe(t *testing.T) {
 				}
 				done <- err
 			}()
-			id := pendingApproval(t, home)
+			id := awaitPendingApproval(t, home)
 			for _, r := range up.requests()[seenBefore:] {
 				if strings.Contains(string(r.Body), "get-tiny-image") {
 					t.Fatalf("the held call reached the server before approval")
@@ -220,8 +220,8 @@ func sawHeader(up *upstream, name, value string) bool {
 	return false
 }
 
-// pendingApproval waits for a pending approval and returns its id.
-func pendingApproval(t *testing.T, home string) string {
+// awaitPendingApproval waits for a pending approval and returns its id.
+func awaitPendingApproval(t *testing.T, home string) string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
