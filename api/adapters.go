@@ -14,6 +14,7 @@ import (
 var (
 	_ proxy.SessionAuthenticator = ProxySessions{}
 	_ proxy.Approver             = ProxyApprover{}
+	_ proxy.RememberingApprover  = ProxyApprover{}
 )
 
 // ProxySessions adapts a session registry to proxy.SessionAuthenticator.
@@ -45,4 +46,9 @@ func (a ProxyApprover) Await(ctx context.Context, r proxy.ApprovalRequest) proxy
 	default:
 		return proxy.ApprovalDenied
 	}
+}
+
+// Remembers reports whether a remembered decision answers r at once.
+func (a ProxyApprover) Remembers(r proxy.ApprovalRequest) bool {
+	return a.Broker.Remembers(approval.Request{SessionID: r.SessionID, ConnectorFQN: r.ConnectorFQN, Tool: r.Tool, Operation: r.Operation})
 }

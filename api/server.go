@@ -147,6 +147,8 @@ type Server struct {
 	log     *zap.Logger
 	e       *echo.Echo
 	clients *clientCache
+	// mcp holds the sessions' MCP servers (mcp.go).
+	mcp     mcpSessions
 	metrics *metrics
 	admin   [sha256.Size]byte
 	hosts   map[string]bool
@@ -277,7 +279,7 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/ui", authNone, s.serveConsole, 0},
 		{http.MethodGet, "/ui/*", authNone, s.serveConsole, 0},
 		{http.MethodPost, "/ui/*", authNone, s.serveConsole, 0},
-	}, s.sandboxRoutes()...)
+	}, append(s.sandboxRoutes(), s.mcpRoutes()...)...)
 }
 
 func (s *Server) newEcho() *echo.Echo {
@@ -331,7 +333,10 @@ func (s *Server) callTimeout() time.Duration {
 
 // SessionEnded drops what the API keeps for session id (its proxy client);
 // the daemon calls it from the registry's OnEnd hook.
-func (s *Server) SessionEnded(id string) { s.clients.forget(id) }
+func (s *Server) SessionEnded(id string) {
+	s.clients.forget(id)
+	s.endMCP(id)
+}
 
 // Close releases idle connections to the proxy.
 func (s *Server) Close() { s.clients.closeAll() }

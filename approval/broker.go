@@ -156,6 +156,16 @@ func outcomeOf(d Decision) Outcome {
 	return OutcomeDenied
 }
 
+// Remembers reports whether a decision remembered for r's session and
+// operation would answer r at once, so the caller can skip work (a preview
+// fetch) only a person would look at.
+func (b *Broker) Remembers(r Request) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.remembered[keyOf(r)]
+	return ok
+}
+
 // Await holds r until a person decides it, the broker's timeout passes or
 // ctx ends, and returns the outcome. Only OutcomeApproved lets the request
 // proceed. A decision remembered for r's session and operation answers at

@@ -186,8 +186,14 @@ func TestRememberSession(t *testing.T) {
 	chOtherOp, idOtherOp := awaitAsync(t, ctx, b, rec, req("ses_1", "issues.close"))
 	chOtherSess, idOtherSess := awaitAsync(t, ctx, b, rec, req("ses_2", "issues.create"))
 
+	if b.Remembers(req("ses_1", "issues.create")) {
+		t.Errorf("Remembers before any decision = true")
+	}
 	if err := b.Decide(id1, DecisionApprove, RememberSession); err != nil {
 		t.Fatal(err)
+	}
+	if !b.Remembers(req("ses_1", "issues.create")) || b.Remembers(req("ses_1", "issues.close")) || b.Remembers(req("ses_2", "issues.create")) {
+		t.Errorf("Remembers after approving issues.create of ses_1 for the session: want it for that pair only")
 	}
 	for i, ch := range []<-chan Outcome{ch1, ch2} {
 		if got := result(t, ch); got != OutcomeApproved {

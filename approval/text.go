@@ -68,7 +68,11 @@ func WriteText(w io.Writer, p Pending) error {
 				fmt.Fprintf(&b, "Fetched:    %s (status %d)\n", f.Operation, f.Status)
 				writeFields(&b, "", f.Fields)
 			} else {
-				fmt.Fprintf(&b, "Fetched:    %s FAILED: %s\n", f.Operation, f.Error)
+				fmt.Fprintf(&b, "Fetched:    %s FAILED: %s", f.Operation, f.Error)
+				if f.Code != "" {
+					fmt.Fprintf(&b, " (%s)", f.Code)
+				}
+				b.WriteString("\n")
 			}
 		}
 	} else if p.BodySHA256 != "" {

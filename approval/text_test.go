@@ -29,7 +29,7 @@ func TestWriteTextGolden(t *testing.T) {
 	}
 	testkit.Golden(t, "testdata/show.golden", buf.Bytes())
 
-	p.Preview.Fetch = &preview.Fetch{Operation: "mail contacts.get", State: preview.FetchFailed, Error: "api.example.com answered 404 Not Found"}
+	p.Preview.Fetch = &preview.Fetch{Operation: "mail contacts.get", State: preview.FetchFailed, Error: "api.example.com answered 404 Not Found", Code: "upstream_status", Status: 404}
 	buf.Reset()
 	_ = WriteText(&buf, p)
 	testkit.Golden(t, "testdata/show-fetch-failed.golden", buf.Bytes())

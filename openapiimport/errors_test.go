@@ -2,10 +2,13 @@ package openapiimport_test
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aileron-dev/aileron-proxy/openapiimport"
 	"github.com/aileron-dev/aileron-proxy/policy"
@@ -212,6 +215,7 @@ func TestMatchPathGlob(t *testing.T) {
 // and whatever it returns is a valid spec.
 func FuzzImport(f *testing.F) {
 	f.Add([]byte(okDoc))
+	f.Add([]byte(cyclicAllOfDoc))
 	for _, name := range []string{"petstore-v2.json", "petstore-v3.0.yaml", "tictactoe-v3.1.yaml"} {
 		data, err := os.ReadFile(filepath.Join("testdata/openapi", name))
 		if err != nil {
@@ -229,4 +233,73 @@ func FuzzImport(f *testing.F) {
 			t.Fatalf("Import returned an invalid spec: %v\n%s", err, res.JSON)
 		}
 	})
+}
+
+// cyclicAllOfDoc is a body schema whose allOf (and a property's oneOf) name
+// the schema itself several times. Walked naively, with only a depth bound,
+// the walk is exponential in that bound: the import ran for minutes.
+const cyclicAllOfDoc = `openapi: 3.0.3
+info: {title: t, version: 1.0.0}
+servers: [{url: "https://api.example.test"}]
+paths:
+  /a:
+    post:
+      operationId: a
+      requestBody:
+        content:
+          application/json:
+            schema: {$ref: "#/components/schemas/A"}
+      responses: {"200": {description: ok}}
+components:
+  schemas:
+    A:
+      required: [x]
+      allOf:
+        - $ref: "#/components/schemas/A"
+        - $ref: "#/components/schemas/A"
+        - $ref: "#/components/schemas/A"
+        - $ref: "#/components/schemas/B"
+      properties:
+        x: {oneOf: [{$ref: "#/components/schemas/A"}, {$ref: "#/components/schemas/A"}, {$ref: "#/components/schemas/A"}]}
+    B:
+      allOf: [{$ref: "#/components/schemas/A"}, {$ref: "#/components/schemas/B"}]
+      properties:
+        y: {type: integer}
+`
+
+// TestImportCyclicSchemas checks a schema that names itself in allOf and
+// oneOf imports promptly (each schema is entered once per walk), with the
+// properties of every schema in the cycle.
+func TestImportCyclicSchemas(t *testing.T) {
+	type outcome struct {
+		res *openapiimport.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := openapiimport.Import(openapiimport.Source{Data: []byte(cyclicAllOfDoc), Name: "cyclic.yaml"},
+			openapiimport.Options{FQN: "local://example/cyclic"})
+		done <- outcome{res, err}
+	}()
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("importing a self-referencing allOf did not finish in 20s")
+	}
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	ops := o.res.Spec.Tools[0].Operations
+	if len(ops) != 1 {
+		t.Fatalf("operations = %d, want 1", len(ops))
+	}
+	got := map[string]string{}
+	for _, in := range ops[0].Inputs {
+		got[in.Name] = fmt.Sprintf("%s required=%t", in.Type, in.Required)
+	}
+	want := map[string]string{"x": "object required=true", "y": "integer required=false"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("inputs = %v, want %v", got, want)
+	}
 }

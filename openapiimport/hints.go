@@ -25,6 +25,10 @@ type CredentialHint struct {
 // "Token token={api_key}" or "token YOUR-TOKEN" in a scheme's description.
 var formatPattern = regexp.MustCompile("[`\"']((?:[A-Za-z][A-Za-z-]*)(?: [a-z_]+=)?) ?[<{][^>}` \"']+[>}][`\"']")
 
+// bearerDesc finds a scheme described as a bearer token ("Bearer Token
+// authentication", Kubernetes' words for its apiKey in Authorization).
+var bearerDesc = regexp.MustCompile(`(?i)^\s*bearer\s+token\b`)
+
 // hint renders the credential set command that places the secret the way
 // scheme sc says.
 func hint(fqn, tool, name string, sc scheme) CredentialHint {
@@ -48,6 +52,8 @@ func hint(fqn, tool, name string, sc scheme) CredentialHint {
 					if strings.HasSuffix(m[1], "=") {
 						h.Command = fmt.Sprintf("%s --format '%s{secret}' --from-env %s_API_KEY", base, m[1], env)
 					}
+				} else if bearerDesc.MatchString(sc.desc) {
+					h.Command = fmt.Sprintf("%s --format 'Bearer {secret}' --from-env %s_API_KEY", base, env)
 				} else {
 					h.Command = fmt.Sprintf("%s --format '{secret}' --from-env %s_API_KEY", base, env)
 					h.Note = "the description does not say how the key is written in Authorization; change --format if it takes a prefix (e.g. 'Token {secret}')"

@@ -120,17 +120,49 @@ func schemaType(sp *base.SchemaProxy) (policy.InputType, string) {
 	if s == nil {
 		return "", ""
 	}
-	return typeOf(s, 0), s.Description
+	return typeOf(s, newSchemaWalk()), s.Description
 }
 
-func typeOf(s *base.Schema, depth int) policy.InputType {
+// maxSchemaVisits bounds the schemas one walk (a body's properties, one
+// input's type) looks at. Together with the visited set it keeps a walk
+// linear in the document: a schema whose allOf/oneOf/anyOf names itself
+// several times would otherwise be walked exponentially often.
+const maxSchemaVisits = 1024
+
+// schemaWalk remembers the schemas a walk has entered (by the document node
+// they come from, so a circular $ref is entered once) and counts visits.
+type schemaWalk struct {
+	seen   map[any]bool
+	visits int
+}
+
+func newSchemaWalk() *schemaWalk { return &schemaWalk{seen: map[any]bool{}} }
+
+// enter reports whether s is new to the walk and the budget allows it.
+func (w *schemaWalk) enter(s *base.Schema) bool {
+	if w.visits >= maxSchemaVisits {
+		return false
+	}
+	var key any = s
+	if low := s.GoLow(); low != nil && low.RootNode != nil {
+		key = low.RootNode
+	}
+	if w.seen[key] {
+		return false
+	}
+	w.seen[key] = true
+	w.visits++
+	return true
+}
+
+func typeOf(s *base.Schema, w *schemaWalk) policy.InputType {
 	for _, t := range s.Type {
 		switch t {
 		case "string", "integer", "number", "boolean", "array", "object":
 			return policy.InputType(t)
 		}
 	}
-	if depth > 8 {
+	if !w.enter(s) {
 		return ""
 	}
 	if s.Properties != nil && s.Properties.Len() > 0 {
@@ -145,7 +177,7 @@ func typeOf(s *base.Schema, depth int) policy.InputType {
 				continue
 			}
 			if as := a.Schema(); as != nil {
-				if t := typeOf(as, depth+1); t != "" {
+				if t := typeOf(as, w); t != "" {
 					return t
 				}
 			}
@@ -155,21 +187,23 @@ func typeOf(s *base.Schema, depth int) policy.InputType {
 }
 
 // properties returns the top-level properties of a JSON body schema, after
-// merging allOf, with their required flags.
+// merging allOf, with their required flags. Each schema is entered once
+// (allOf cycles end there).
 func properties(sp *base.SchemaProxy) []docParam {
 	var out []docParam
 	seen := map[string]int{}
-	var walk func(sp *base.SchemaProxy, depth int)
-	walk = func(sp *base.SchemaProxy, depth int) {
-		if sp == nil || depth > 16 {
+	w := newSchemaWalk()
+	var walk func(sp *base.SchemaProxy)
+	walk = func(sp *base.SchemaProxy) {
+		if sp == nil {
 			return
 		}
 		s := sp.Schema()
-		if s == nil {
+		if s == nil || !w.enter(s) {
 			return
 		}
 		for _, a := range s.AllOf {
-			walk(a, depth+1)
+			walk(a)
 		}
 		if s.Properties != nil {
 			for p := s.Properties.First(); p != nil; p = p.Next() {
@@ -190,7 +224,7 @@ func properties(sp *base.SchemaProxy) []docParam {
 			}
 		}
 	}
-	walk(sp, 0)
+	walk(sp)
 	return out
 }
 

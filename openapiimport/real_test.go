@@ -99,7 +99,7 @@ var realCases = []realCase{
 	{name: "kubernetes", file: "kubernetes.json.gz",
 		opts:  openapiimport.Options{Hosts: []string{"k8s.example.test:6443"}},
 		gold:  openapiimport.Options{Hosts: []string{"k8s.example.test:6443"}, Include: []string{"GET /api/v1/namespaces/{namespace}/pods", "GET /api/v1/namespaces/{namespace}/pods/{name}/log"}},
-		creds: []string{"--kind api_key --format '{secret}'", "does not say how the key is written"}},
+		creds: []string{"--kind api_key --format 'Bearer {secret}' --from-env"}},
 	{name: "petstore-v2", file: "petstore-v2.json",
 		opts: openapiimport.Options{Hosts: []string{"petstore.example.test"}},
 		gold: openapiimport.Options{Hosts: []string{"petstore.example.test"}, ApprovalFor: []string{"POST"}}},

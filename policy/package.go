@@ -22,8 +22,10 @@ import (
 
 // Size limits of a connector package; Install refuses packages beyond them.
 const (
-	// MaxSpecSize caps aileron.connector.v1.json.
-	MaxSpecSize = 1 << 20
+	// MaxSpecSize caps aileron.connector.v1.json. It holds a whole large
+	// API imported from its description (Kubernetes' 1,123 operations make
+	// 2.2 MB) while bounding what a reload parses.
+	MaxSpecSize = 4 << 20
 	// MaxPackageFileSize caps every other file of a package.
 	MaxPackageFileSize = 8 << 20
 	// MaxPackageSize caps the sum of a package's file sizes.

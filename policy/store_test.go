@@ -297,7 +297,7 @@ func TestInstallRefuses(t *testing.T) {
 		{"no spec at root", noSpec, "has no aileron.connector.v1.json at its root"},
 		{"spec only nested", nestedSpec, "has no aileron.connector.v1.json at its root"},
 		{"fifo in package", withFIFO, "pipe is not a regular file"},
-		{"spec too large", bigSpec, "larger than the 1048576-byte limit"},
+		{"spec too large", bigSpec, "larger than the 4194304-byte limit"},
 		{"file too large", tooBig, "huge.bin: huge.bin is larger than the 8388608-byte limit"},
 		{"too many files", tooMany, "more than 1000 files"},
 		{"not a file or dir", "/dev/null", "is neither a spec file nor a package directory"},

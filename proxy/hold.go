@@ -39,6 +39,23 @@ type heldBody struct {
 // errHeldTooLarge reports a body over MaxHeldBody.
 var errHeldTooLarge = errors.New("held request body too large")
 
+// errHeldTrailers reports a held request whose chunked body ended with
+// trailer fields: the person would not see them, and a request forwarded
+// with a Content-Length cannot carry them, so it is refused rather than
+// sent without them.
+var errHeldTrailers = errors.New("held request carries trailers")
+
+// hasTrailerValues reports whether h holds a trailer field with a value
+// (declared names the client never sent stay nil).
+func hasTrailerValues(h http.Header) bool {
+	for _, vv := range h {
+		if len(vv) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // readHeld reads r's whole body (at most MaxHeldBody bytes), then makes r
 // send exactly those bytes with a Content-Length. The caller closes the
 // result once the request is done.
@@ -87,6 +104,10 @@ func readHeld(r *http.Request) (*heldBody, error) {
 	h.size = n
 	h.sum = hex.EncodeToString(digest.Sum(nil))
 	_ = r.Body.Close()
+	if hasTrailerValues(r.Trailer) { // filled once the body is read whole
+		h.close()
+		return nil, errHeldTrailers
+	}
 	if h.file != nil {
 		r.Body = io.NopCloser(h.file)
 	} else {
@@ -116,6 +137,10 @@ func (s *Server) holdBody(w http.ResponseWriter, x *exchange) (*heldBody, bool) 
 		s.deny(w, x, http.StatusRequestEntityTooLarge, errorDetail{Code: contract.CodeBodyTooLarge,
 			Message: fmt.Sprintf("%s %s of %s needs a person's approval, and a request held for one may carry at most %d MiB of body; send a smaller body",
 				x.ev.Tool, x.ev.Operation, x.ev.ConnectorFQN, MaxHeldBody>>20)})
+	case errors.Is(err, errHeldTrailers):
+		s.deny(w, x, http.StatusBadRequest, errorDetail{Code: contract.CodeBadFraming,
+			Message: fmt.Sprintf("%s %s of %s needs a person's approval, and a request held for one cannot end with trailer fields, which the person would not see; send the body without trailers",
+				x.ev.Tool, x.ev.Operation, x.ev.ConnectorFQN)})
 	default:
 		s.clientClosed(w, x)
 	}
@@ -156,15 +181,31 @@ func requestPreview(x *exchange, m *policy.Match, h *heldBody, dir *preview.Dire
 	return p
 }
 
+// RememberingApprover is an Approver that can tell, before Await, whether
+// a decision remembered for the session ("approve for this session")
+// answers a request at once; the proxy then skips the preview fetch, whose
+// answer no one would see.
+type RememberingApprover interface {
+	Approver
+	// Remembers reports whether a remembered decision answers r.
+	Remembers(r ApprovalRequest) bool
+}
+
 // approvalPreview returns the preview of the held request x: the request
 // itself and, when its operation or action names one, the preview fetch's
-// answer.
+// answer. The fetch is skipped when a remembered decision answers the
+// request.
 func (s *Server) approvalPreview(x *exchange, m *policy.Match, h *heldBody, dir *preview.Directive) *preview.Preview {
 	p := requestPreview(x, m, h, dir)
+	if ra, ok := s.cfg.Approver.(RememberingApprover); ok && ra.Remembers(ApprovalRequest{
+		SessionID: x.t.sess.ID, ConnectorFQN: m.ConnectorFQN, Tool: m.Tool, Operation: m.Compiled.Operation().Name,
+	}) {
+		return p
+	}
 	plan, err := previewPlan(m, dir)
 	switch {
 	case err != nil:
-		p.Fetch = &preview.Fetch{Operation: dir.Operation, State: preview.FetchFailed, Error: err.Error()}
+		p.Fetch = &preview.Fetch{Operation: dir.Operation, State: preview.FetchFailed, Error: err.Error(), Code: string(contract.CodeOperationNotAllowed)}
 	case plan != nil:
 		p.Fetch = s.fetchPreview(x, m, h, plan)
 	}

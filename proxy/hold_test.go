@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/contract"
 	"github.com/aileron-dev/aileron-proxy/internal/preview"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
@@ -256,4 +257,55 @@ func TestFailedPreviewFetchStillLetsAPersonDecide(t *testing.T) {
 		t.Fatalf("approved request answered %v after a failed fetch", resp)
 	}
 	e.expectSeen(t)
+}
+
+// A preview fetch naming an operation the session lacks fails with a short
+// message and a code: the lookup's own text, which lists the session's
+// connectors and operations, is not shown to the person.
+func TestPreviewFetchOfAnUnknownOperationFailsShortly(t *testing.T) {
+	e := newPreviewEnv(t)
+	req, _ := http.NewRequest(http.MethodPut, "https://api.example.test/blobs/b1", strings.NewReader(`{"a":1}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(contract.HeaderInternal, "internal-key-for-tests")
+	req.Header.Set(contract.HeaderApprovalPreview, preview.Directive{Operation: "files.nope", Args: map[string]string{"file_id": "{path.name}"}}.Encode())
+	r, done := e.held(t, false, req)
+	f := r.Preview.Fetch
+	if f == nil || f.State != preview.FetchFailed || f.Code != string(contract.CodeOperationNotAllowed) || f.Error != "api files.nope is not an operation of this session" {
+		t.Errorf("fetch = %+v, want failed, operation_not_allowed, a short message", f)
+	}
+	e.approver.outcomes <- ApprovalDenied
+	<-done
+}
+
+// A held request whose chunked body ends with trailers is refused before
+// anyone is asked: forwarding it with a Content-Length would drop them, and
+// the person would not have seen them.
+func TestHeldRequestWithTrailersIsRefused(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		e := newPreviewEnv(t)
+		pr, pw := io.Pipe()
+		go func() {
+			_, _ = pw.Write([]byte(`{"to":"a@b.test"}`))
+			_ = pw.Close()
+		}()
+		req, _ := http.NewRequest(http.MethodPost, "https://api.example.test/v1/send", pr)
+		req.ContentLength = -1
+		req.Header.Set("Content-Type", "application/json")
+		req.Trailer = http.Header{"X-Checksum": {"abc123"}}
+		resp, err := e.client(h2).Do(req)
+		if err != nil {
+			t.Fatalf("h2=%v: %v", h2, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "bad_request_framing") || !strings.Contains(string(body), "without trailers") {
+			t.Errorf("h2=%v: held request with trailers = %d %s, want 400 bad_request_framing", h2, resp.StatusCode, body)
+		}
+		select {
+		case r := <-e.approver.requests:
+			t.Errorf("h2=%v: a request with trailers was held for %s", h2, r.Operation)
+		default:
+		}
+		e.expectNothingSeen(t)
+	}
 }

@@ -26,6 +26,10 @@ import (
 // scrubbing and auditing as any request, so the card shows the state the
 // request would change as the source tells it, not as the agent does.
 
+// fetchCodeStatus is the code of a fetch the upstream answered with a
+// status other than 2xx.
+const fetchCodeStatus = "upstream_status"
+
 // Bounds of one preview fetch.
 const (
 	previewFetchTimeout = 10 * time.Second
@@ -61,6 +65,12 @@ func (s *Server) fetchPreview(x *exchange, m *policy.Match, h *heldBody, plan *p
 		ev.DurationMS = s.now().Sub(start).Milliseconds()
 		ev.AuditID = audit.NewID()
 		res.AuditID = ev.AuditID
+		if res.State != preview.FetchOK && res.Code == "" {
+			res.Code = ev.Reason
+			if res.Code == "" || res.Code == string(policy.ReasonAllowed) {
+				res.Code = string(contract.CodeInternal)
+			}
+		}
 		s.cfg.Audit.Record(ev)
 		level := zapcore.InfoLevel
 		if res.State != preview.FetchOK {
@@ -78,7 +88,9 @@ func (s *Server) fetchPreview(x *exchange, m *policy.Match, h *heldBody, plan *p
 	}
 	fm, err := snap.Lookup(t.sess.Scope, m.ConnectorFQN, plan.FetchTool, plan.FetchOperation)
 	if err != nil {
-		res.Error, ev.Reason = err.Error(), string(contract.CodeOperationNotAllowed)
+		// The lookup's own text lists the session's connectors and
+		// operations: a person deciding needs only that it is not there.
+		res.Error, ev.Reason = fmt.Sprintf("%s is not an operation of this session", res.Operation), string(contract.CodeOperationNotAllowed)
 		return res
 	}
 	fop := fm.Compiled.Operation()
@@ -162,11 +174,11 @@ func (s *Server) fetchPreview(x *exchange, m *policy.Match, h *heldBody, plan *p
 	}
 	switch {
 	case err != nil:
-		res.Error = fmt.Sprintf("%s closed the connection while answering", host)
+		res.Error, res.Code = fmt.Sprintf("%s closed the connection while answering", host), string(contract.CodeUpstreamUnreachable)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		res.Error = fmt.Sprintf("%s answered %d %s", host, resp.StatusCode, http.StatusText(resp.StatusCode))
+		res.Error, res.Code = fmt.Sprintf("%s answered %d %s", host, resp.StatusCode, http.StatusText(resp.StatusCode)), fetchCodeStatus
 	case len(body) > previewFetchMaxBody:
-		res.Error = fmt.Sprintf("the answer is larger than %d KiB", previewFetchMaxBody>>10)
+		res.Error, res.Code = fmt.Sprintf("the answer is larger than %d KiB", previewFetchMaxBody>>10), string(contract.CodeUpstreamResponseTooLarge)
 	case fop.Method == http.MethodHead:
 		res.State = preview.FetchOK
 	default:
@@ -177,7 +189,7 @@ func (s *Server) fetchPreview(x *exchange, m *policy.Match, h *heldBody, plan *p
 		}
 		fields, ok := preview.Render(body, labels, paths)
 		if !ok || (mt != "" && mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			res.Error = fmt.Sprintf("%s answered %s, not a JSON object", host, orUnknown(mt))
+			res.Error, res.Code = fmt.Sprintf("%s answered %s, not a JSON object", host, orUnknown(mt)), string(contract.CodeUnsupportedMediaType)
 			break
 		}
 		res.State, res.Fields = preview.FetchOK, fields

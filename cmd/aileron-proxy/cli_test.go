@@ -74,6 +74,7 @@ var helpGoldens = []struct {
 	{file: "sandbox-help.golden", cmds: [][]string{{"sandbox"}, {"sandbox", "init"}, {"sandbox", "plan"}, {"sandbox", "build"}, {"sandbox", "check"}}},
 	{file: "sandbox-long-help.golden", cmds: [][]string{{"sandbox", "up"}, {"sandbox", "ls"}, {"sandbox", "down"}, {"sandbox", "exec"}}},
 	{file: "internal-sandbox-help.golden", cmds: [][]string{{"internal", "sandbox"}, {"internal", "sandbox", "hold"}, {"internal", "sandbox", "exec"}, {"internal", "sandbox", "fs"}}},
+	{file: "mcp-help.golden", bare: true, cmds: [][]string{{"mcp"}}},
 	{file: "serve-help.golden", cmds: [][]string{{"serve"}}},
 	{file: "session-help.golden", cmds: [][]string{{"session"}, {"session", "create"}, {"session", "list"}, {"session", "end"}}},
 	{file: "tools-help.golden", cmds: [][]string{{"tools"}, {"tools", "render"}}},

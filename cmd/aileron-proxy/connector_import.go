@@ -131,7 +131,8 @@ func runConnectorImport(ctx context.Context, a *app, f *connImportFlags) error {
 		Credential: policy.CredentialKind(f.credential), ApprovalFor: f.approvalFor,
 	})
 	if err != nil {
-		return fmt.Errorf("importing %s: %w; nothing was written", f.openapi, err)
+		// The importer's errors name the file (and where in it) already.
+		return fmt.Errorf("%w; nothing was written", err)
 	}
 	if f.diff {
 		if err := printImportDiff(a, res.Spec); err != nil {
@@ -139,6 +140,12 @@ func runConnectorImport(ctx context.Context, a *app, f *connImportFlags) error {
 		}
 		printImportSummary(a.stderr, res)
 		return nil
+	}
+	if tooBig := importTooBig(res); tooBig != "" {
+		if f.install {
+			return fmt.Errorf("%s; nothing was installed", tooBig)
+		}
+		fmt.Fprintf(a.stderr, "warning: %s; it cannot be installed as it is\n", tooBig)
 	}
 	switch {
 	case f.install:
@@ -174,6 +181,20 @@ func runConnectorImport(ctx context.Context, a *app, f *connImportFlags) error {
 	}
 	printImportSummary(a.stderr, res)
 	return nil
+}
+
+// importTooBig says why the imported spec is over the store's size limit
+// and how to make it smaller, or returns "".
+func importTooBig(res *openapiimport.Result) string {
+	if len(res.JSON) <= policy.MaxSpecSize {
+		return ""
+	}
+	ops := 0
+	for _, t := range res.Spec.Tools {
+		ops += len(t.Operations)
+	}
+	return fmt.Sprintf("the imported spec is %d bytes (%s), over the %d-byte (%d MiB) limit of a connector spec; import only the operations the agent needs with --include 'METHOD PATHGLOB', --tag or --operation-id (or leave some out with --exclude)",
+		len(res.JSON), connPlural(ops, "operation"), policy.MaxSpecSize, policy.MaxSpecSize>>20)
 }
 
 // printImportDiff prints the changes against the installed version of the
@@ -242,6 +263,11 @@ func printImportSummary(w io.Writer, res *openapiimport.Result) {
 	}
 }
 
+// importHTTPClient fetches an https:// description, trusting the system's
+// roots (SSL_CERT_FILE and SSL_CERT_DIR name others). Tests trust their own
+// server here.
+var importHTTPClient = http.DefaultClient
+
 // readDescription reads a file, or fetches an https:// URL directly.
 func readDescription(ctx context.Context, ref string) (openapiimport.Source, error) {
 	lower := strings.ToLower(ref)
@@ -261,7 +287,7 @@ func readDescription(ctx context.Context, ref string) (openapiimport.Source, err
 	if err != nil {
 		return openapiimport.Source{}, fmt.Errorf("fetching %s: %w", ref, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := importHTTPClient.Do(req)
 	if err != nil {
 		return openapiimport.Source{}, fmt.Errorf("fetching %s: %w", ref, err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
 	"github.com/aileron-dev/aileron-proxy/learn"
+	"github.com/aileron-dev/aileron-proxy/openapiimport"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -20,9 +22,10 @@ func newConnectorDraftCmd(a *app) *cobra.Command {
 	var (
 		sessionRef, fqn, version, out, approvalFor string
 		install, keep                              bool
+		openapi                                    []string
 	)
 	cmd := &cobra.Command{
-		Use:   "draft --session ID|LAST --fqn FQN [--approval-for METHODS] [--version V] [-o FILE | --install] [--keep]",
+		Use:   "draft --session ID|LAST --fqn FQN [--openapi FILE|URL]... [--approval-for METHODS] [--version V] [-o FILE | --install] [--keep]",
 		Short: "Draft a connector spec from what a learn session recorded",
 		Long: `Turn the learn record of a learn session (launch --learn, session create --learn)
 into one aileron.connector.v1 spec of exactly the requests the agent made.
@@ -40,6 +43,13 @@ git.upload-pack (clone, fetch), and git.receive-pack (push, approval required).
 Operations whose method is in --approval-for (default POST,PUT,PATCH,DELETE;
 "none" for none) get approval: required.
 
+--openapi names a description of the API (OpenAPI 2.0, 3.0 or 3.1, read as
+connector import reads it; repeatable). A learned request that one of its
+operations matches (method, host, path template) is drafted as that
+operation, with the document's operationId, template names, inputs and
+description, instead of being inferred; only operations actually called are
+drafted. A description without a usable https server matches any host.
+
 The spec goes to stdout, to -o FILE, or into the store with --install. A review
 table (operations, requests covered, example path with template names,
 statuses) and the requests that could not be placed go to stderr, with the
@@ -51,7 +61,8 @@ are printed: no header, query or body value.
 unless --keep is given. Exit status: 0 drafted, 1 failure, 2 usage error.`,
 		Example: `  aileron-proxy connector draft --session LAST --fqn local://me/learned-api --install
   aileron-proxy connector draft --session ses_0123456789abcdef01234567 --fqn github://acme/api -o api.aileron.connector.v1.json --keep
-  aileron-proxy connector draft --session LAST --fqn local://me/api --approval-for DELETE`,
+  aileron-proxy connector draft --session LAST --fqn local://me/api --approval-for DELETE
+  aileron-proxy connector draft --session LAST --fqn local://me/petstore --openapi petstore.yaml`,
 		Args:                  usageArgs(cobra.NoArgs),
 		DisableFlagsInUseLine: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -77,7 +88,15 @@ unless --keep is given. Exit status: 0 drafted, 1 failure, 2 usage error.`,
 			if err != nil {
 				return err
 			}
-			res, err := learn.Draft(rec, learn.Options{FQN: fqn, Version: version, ApprovalFor: methods})
+			var documented []policy.Operation
+			for _, ref := range openapi {
+				ops, err := draftDocumented(cmd.Context(), ref, fqn)
+				if err != nil {
+					return err
+				}
+				documented = append(documented, ops...)
+			}
+			res, err := learn.Draft(rec, learn.Options{FQN: fqn, Version: version, ApprovalFor: methods, Documented: documented})
 			if err != nil {
 				return err
 			}
@@ -117,7 +136,41 @@ unless --keep is given. Exit status: 0 drafted, 1 failure, 2 usage error.`,
 	f.StringVarP(&out, "output", "o", "", "write the spec to `FILE` instead of stdout")
 	f.BoolVar(&install, "install", false, "install the draft into the store")
 	f.BoolVar(&keep, "keep", false, "keep the learn record after drafting")
+	f.StringArrayVar(&openapi, "openapi", nil, "an OpenAPI description (`FILE` or https:// URL) whose operations name what was learned (repeatable)")
 	return cmd
+}
+
+// draftDocumented imports the description ref for connector draft: its
+// operations, with the document's hosts, or with none (any host) when the
+// document names no usable https host.
+func draftDocumented(ctx context.Context, ref, fqn string) ([]policy.Operation, error) {
+	src, err := readDescription(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("--openapi: %w", err)
+	}
+	opts := openapiimport.Options{FQN: fqn}
+	res, err := openapiimport.Import(src, opts)
+	anyHost := false
+	if err != nil {
+		// The import needs a host; a draft can match on method and path.
+		opts.Hosts = []string{"any-host.invalid"}
+		if r2, err2 := openapiimport.Import(src, opts); err2 == nil {
+			res, err, anyHost = r2, nil, true
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--openapi: %w", err)
+	}
+	var ops []policy.Operation
+	for _, t := range res.Spec.Tools {
+		for _, op := range t.Operations {
+			if anyHost {
+				op.Hosts = nil
+			}
+			ops = append(ops, op)
+		}
+	}
+	return ops, nil
 }
 
 func parseApprovalFor(v string) ([]string, error) {

@@ -141,6 +141,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newCredentialCmd(a),
 		newInternalCmd(a),
 		newLaunchCmd(a),
+		newMCPCmd(a),
 		newSandboxCmd(a),
 		newServeCmd(a),
 		newSessionCmd(a),

@@ -3,9 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/aileron-dev/aileron-proxy/actions"
+	"github.com/aileron-dev/aileron-proxy/mcpserver"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/shims"
 )
@@ -37,9 +40,10 @@ func newToolsRenderCmd(a *app) *cobra.Command {
 		connectors []string
 		agent      string
 		reserved   []string
+		mcpNames   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "render --out DIR [--connector FQN]... [--agent CMD] [--reserved NAME]...",
+		Use:   "render (--out DIR | --mcp) [--connector FQN]... [--agent CMD] [--reserved NAME]...",
 		Short: "Write tools.txt and the shims of the installed connectors",
 		Long: `Write DIR/tools.txt and DIR/bin/<tool> (mode 0755) for every tool of the
 active installed connectors, or of the connectors named with --connector, and
@@ -60,8 +64,8 @@ Exit status: 0 rendered; 1 conflict or write failure; 2 usage error.`,
   aileron-proxy tools render --out ./tools --agent claude --reserved aileron-approve`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return usageError(errors.New("--out is required; pass the directory to write, e.g. --out ./tools"))
+			if out == "" && !mcpNames {
+				return usageError(errors.New("--out is required; pass the directory to write, e.g. --out ./tools (or --mcp to show the MCP tool names)"))
 			}
 			_, loaded, err := a.loadConnectors(func(p string) { fmt.Fprintf(a.stderr, "warning: %s\n", p) })
 			if err != nil {
@@ -77,6 +81,9 @@ Exit status: 0 rendered; 1 conflict or write failure; 2 usage error.`,
 			acts, err := a.loadActions(conns)
 			if err != nil {
 				return err
+			}
+			if mcpNames {
+				return a.printMCPNames(conns, acts)
 			}
 			rendered, err := shims.Render(shims.RenderOptions{Connectors: conns, AgentCommand: agent, Reserved: reserved, Actions: acts})
 			if err != nil {
@@ -98,6 +105,7 @@ Exit status: 0 rendered; 1 conflict or write failure; 2 usage error.`,
 	f.StringVar(&out, "out", "", "directory to write tools.txt and bin/ into (required)")
 	f.StringArrayVar(&connectors, "connector", nil, "render only this connector FQN (repeatable; default every active connector)")
 	f.StringVar(&agent, "agent", "", "agent command the sandbox runs; no tool may be named like it")
+	f.BoolVar(&mcpNames, "mcp", false, "print the MCP tool names and what each calls instead of writing shims (docs/mcp.md)")
 	f.StringArrayVar(&reserved, "reserved", nil, "command name the sandbox mounts besides the shims (repeatable)")
 	return cmd
 }
@@ -117,4 +125,24 @@ func (a *app) loadConnectors(warn func(string)) (*policy.Store, *policy.LoadResu
 		warn(p)
 	}
 	return store, loaded, nil
+}
+
+// printMCPNames prints the MCP tool of every operation and action of
+// conns: its name, then the connector FQN, tool and operation it calls (or
+// the action), tab-separated.
+func (a *app) printMCPNames(conns []policy.Connector, acts []actions.Installed) error {
+	snap, err := policy.Compile(conns)
+	if err != nil {
+		return fmt.Errorf("compiling the connectors: %w", err)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MCP TOOL\tCALLS")
+	for _, e := range mcpserver.Catalog(snap, mcpserver.AllScope(snap), acts) {
+		calls := e.ConnectorFQN + " " + e.Tool + " " + e.Operation
+		if e.Action != "" {
+			calls = "action " + e.Action + " (" + calls + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", e.Name, calls)
+	}
+	return tw.Flush()
 }

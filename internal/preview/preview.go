@@ -98,8 +98,13 @@ type Fetch struct {
 	Operation string `json:"operation"`
 	// State is "fetched" or "failed".
 	State string `json:"state"`
-	// Error says why it failed; it never holds the answer's body.
+	// Error says why it failed, in a short sentence; it never holds the
+	// answer's body, the spec's other connectors or operations.
 	Error string `json:"error,omitempty"`
+	// Code is the failure's stable code (operation_not_allowed,
+	// credential_not_configured, upstream_unreachable, upstream_status,
+	// ...); empty when fetched.
+	Code string `json:"code,omitempty"`
 	// Status is the upstream's HTTP status; zero when none came.
 	Status int     `json:"status,omitempty"`
 	Fields []Field `json:"fields,omitempty"`

@@ -1,0 +1,248 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/aileron-dev/aileron-proxy/audit"
+)
+
+// recordingTransport keeps every byte of every MCP message in both
+// directions, so a test can check the canary never appears in one.
+type recordingTransport struct {
+	token string
+	mu    sync.Mutex
+	seen  bytes.Buffer
+}
+
+type teeBody struct {
+	io.ReadCloser
+	rt *recordingTransport
+}
+
+func (b teeBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.rt.mu.Lock()
+	b.rt.seen.Write(p[:n])
+	b.rt.mu.Unlock()
+	return n, err
+}
+
+func (rt *recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+rt.token)
+	if r.Body != nil {
+		raw, _ := io.ReadAll(r.Body)
+		rt.mu.Lock()
+		rt.seen.Write(raw)
+		rt.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+	}
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = teeBody{resp.Body, rt}
+	return resp, nil
+}
+
+func (rt *recordingTransport) all() string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.seen.String()
+}
+
+func connectMCP(t *testing.T, h *harness, token string, opts *mcp.ClientOptions) (*mcp.ClientSession, *recordingTransport) {
+	t.Helper()
+	rt := &recordingTransport{token: token}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url + MCPPath, HTTPClient: &http.Client{Transport: rt}}, nil)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", MCPPath, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs, rt
+}
+
+func textOf(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestMCPOverStreamableHTTP(t *testing.T) {
+	h := newHarness(t, harnessOptions{withProxy: true})
+	cs := h.createSession(fqnGH)
+	progress := make(chan *mcp.ProgressNotificationParams, 16)
+	sess, rt := connectMCP(t, h, cs.APIToken, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			progress <- r.Params
+		},
+	})
+	ctx := context.Background()
+
+	tools, err := sess.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	byName := map[string]*mcp.Tool{}
+	for _, tl := range tools.Tools {
+		byName[tl.Name] = tl
+	}
+	list := byName["gh__issues_list"]
+	if list == nil {
+		t.Fatalf("no gh__issues_list among %v", tools.Tools)
+	}
+	if list.Annotations == nil || !list.Annotations.ReadOnlyHint || !list.Annotations.IdempotentHint {
+		t.Errorf("gh__issues_list annotations = %+v, want read-only and idempotent", list.Annotations)
+	}
+	schema, _ := json.Marshal(list.InputSchema)
+	if !strings.Contains(string(schema), `"required":["owner","repo"]`) {
+		t.Errorf("gh__issues_list schema = %s, want owner and repo required", schema)
+	}
+
+	// Allowed: the upstream gets the injected credential; the JSON body
+	// comes back as structured content.
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "gh__issues_list", Arguments: map[string]any{"owner": "acme", "repo": "widgets"}})
+	if err != nil {
+		t.Fatalf("tools/call: %v", err)
+	}
+	if res.IsError || res.StructuredContent == nil {
+		t.Errorf("allowed call = isError %v structured %v: %s", res.IsError, res.StructuredContent, textOf(res))
+	}
+	if got := h.up.last(t); got.Auth != "Bearer "+canary || got.Path != "/repos/acme/widgets/issues" {
+		t.Errorf("upstream got %s with auth %q", got.Path, got.Auth)
+	}
+
+	// An argument error is a JSON-RPC error naming the argument.
+	_, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "gh__issues_list", Arguments: map[string]any{"owner": "acme", "repo": "w", "per_page": "many"}})
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams || !strings.Contains(we.Message, `"per_page"`) {
+		t.Errorf("argument error = %v, want invalid params naming per_page", err)
+	}
+
+	// Approval held, then approved through the API; progress is reported.
+	type out struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	hold := func(ctx context.Context) (<-chan out, string) {
+		ch := make(chan out, 1)
+		go func() {
+			p := &mcp.CallToolParams{Name: "gh__issues_delete", Arguments: map[string]any{"owner": "acme", "repo": "w", "number": 7}}
+			p.SetProgressToken("tok-1")
+			r, err := sess.CallTool(ctx, p)
+			ch <- out{r, err}
+		}()
+		e := h.audit.waitFor(t, audit.EventApprovalRequested)
+		return ch, e.Fields["approval_id"]
+	}
+	ch, id := hold(ctx)
+	if r := h.do(http.MethodPost, "/v1/approvals/"+id, adminToken, DecideRequest{Decision: "approve"}); r.status != http.StatusOK {
+		t.Fatalf("approve: %d %s", r.status, r.body)
+	}
+	o := <-ch
+	if o.err != nil || o.res.IsError {
+		t.Fatalf("approved call = %v %+v", o.err, o.res)
+	}
+	if got := h.up.last(t); got.Method != http.MethodDelete {
+		t.Errorf("upstream got %s after approval", got.Method)
+	}
+
+	// Denied: an isError result telling the model not to retry.
+	before := h.up.count.Load()
+	ch, id = hold(ctx)
+	if r := h.do(http.MethodPost, "/v1/approvals/"+id, adminToken, DecideRequest{Decision: "deny"}); r.status != http.StatusOK {
+		t.Fatalf("deny: %d %s", r.status, r.body)
+	}
+	o = <-ch
+	if o.err != nil || !o.res.IsError || !strings.Contains(textOf(o.res), "Do not retry") || !strings.Contains(textOf(o.res), "approval_denied") {
+		t.Errorf("denied call = %v %+v %q", o.err, o.res, textOf(o.res))
+	}
+	if h.up.count.Load() != before {
+		t.Error("a denied call reached the upstream")
+	}
+
+	// Cancelled by the client: the held request is withdrawn.
+	cctx, cancel := context.WithCancel(ctx)
+	ch, _ = hold(cctx)
+	cancel()
+	if o := <-ch; o.err == nil {
+		t.Errorf("cancelled call returned %+v", o.res)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := h.do(http.MethodGet, "/v1/approvals", adminToken, nil)
+		var l ApprovalList
+		if err := json.Unmarshal(r.body, &l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Approvals) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled call is still pending: %s", r.body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if h.up.count.Load() != before {
+		t.Error("a cancelled call reached the upstream")
+	}
+
+	if strings.Contains(rt.all(), canary) {
+		t.Error("the canary appears in an MCP message")
+	}
+}
+
+func TestMCPRefusals(t *testing.T) {
+	h := newHarness(t, harnessOptions{withProxy: true})
+	// conn-other has no credential: the call is refused.
+	cs := h.createSession(fqnOther)
+	sess, _ := connectMCP(t, h, cs.APIToken, nil)
+	tools, err := sess.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("tools/list = %v, %v", tools, err)
+	}
+	for _, tl := range tools.Tools {
+		if strings.HasPrefix(tl.Name, "gh__") {
+			t.Errorf("a tool of a connector outside the session is listed: %s", tl.Name)
+		}
+	}
+	res, err := sess.CallTool(context.Background(), &mcp.CallToolParams{Name: "other__secure"})
+	if err != nil {
+		t.Fatalf("tools/call: %v", err)
+	}
+	if !res.IsError || !strings.Contains(textOf(res), "refused by Aileron (credential_") {
+		t.Errorf("refused call = isError %v %q, want an isError refusal with its code", res.IsError, textOf(res))
+	}
+	if n := h.up.count.Load(); n != 0 {
+		t.Errorf("a refused call reached the upstream (%d)", n)
+	}
+	if _, err := connectNoToken(h); err == nil {
+		t.Error("connecting without the session token succeeded")
+	}
+}
+
+func connectNoToken(h *harness) (*mcp.ClientSession, error) {
+	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url + MCPPath, MaxRetries: -1}, nil)
+}
