@@ -23,6 +23,11 @@ type CompiledOperation struct {
 	inputs InputSchema
 	// preview is the compiled approval_preview; nil when there is none.
 	preview *PreviewPlan
+	// body is the rule that inspects request bodies, graphql or mcp
+	// (bodyrule.go); BodyNone, the zero value, inspects nothing.
+	body    BodyKind
+	graphql *GraphQLPlan
+	mcp     *MCPPlan
 }
 
 // Operation returns the snapshot's copy of the spec operation; read it,
@@ -54,6 +59,7 @@ func (c *CompiledOperation) Inputs() *InputSchema { return &c.inputs }
 // unsound is an error naming the field under at ("tools[0].operations[1]").
 func compileOperation(op *Operation, at string) (CompiledOperation, error) {
 	c := CompiledOperation{op: op}
+	compileBodyRules(&c, op)
 	if len(op.Audit) > 0 {
 		c.audit = make([]AuditSource, len(op.Audit))
 		for i, f := range op.Audit {

@@ -36,13 +36,17 @@ const (
 	ReasonOperationNotAllowed Reason = "operation_not_allowed"
 	ReasonPathNotCanonical    Reason = "path_not_canonical"
 	ReasonAmbiguous           Reason = "ambiguous_operation"
+	// ReasonInspectBody is not a final answer: the request's path holds
+	// GraphQL or MCP operations, and only its body says which one it is
+	// (Decision.Inspect). A caller that does not read bodies refuses it.
+	ReasonInspectBody Reason = "inspect_body"
 )
 
 // Reasons returns every Reason a Decision may carry, the one list that
 // metrics label sets and documentation are built from. TestReasonsListed
 // fails when a Reason constant is missing here.
 func Reasons() []Reason {
-	return []Reason{ReasonAllowed, ReasonHostNotAllowed, ReasonOperationNotAllowed, ReasonPathNotCanonical, ReasonAmbiguous}
+	return []Reason{ReasonAllowed, ReasonHostNotAllowed, ReasonOperationNotAllowed, ReasonPathNotCanonical, ReasonAmbiguous, ReasonInspectBody}
 }
 
 // String returns the reason code, "unspecified" for the zero value.
@@ -82,6 +86,10 @@ type Decision struct {
 	// request's host as "METHOD /path (tool operation)", sorted; nil when the
 	// host is not one of the session's.
 	AllowedOperations []string
+	// Inspect is set, with ReasonInspectBody, when the request's path holds
+	// operations with a graphql or mcp rule: the body decides among them
+	// (see Inspection). Allow is then false.
+	Inspect *Inspection
 }
 
 // Match identifies one operation of one connector.
@@ -278,9 +286,14 @@ func (s *Snapshot) Decide(sc Scope, r Request) Decision {
 	_, problem := inspectPath(r.Path)
 	if problem == "" {
 		switch cands := hi.find(sc, r.Method, r.Path, strings.IndexByte(r.Path, '%') >= 0); {
-		case len(cands) == 1:
+		case len(cands) == 1 && cands[0].c.body == BodyNone:
 			return Decision{Allow: true, Reason: ReasonAllowed, Match: cands[0].match(r.Path)}
-		case len(cands) > 1:
+		case len(cands) > 0:
+			if in := newInspection(cands, r.Path); in != nil {
+				return Decision{Reason: ReasonInspectBody, Inspect: in, AllowedOperations: in.allowed, Message: fmt.Sprintf(
+					"%s %s on %s is a %s endpoint: only the request body says which operation it is, and this caller does not read it",
+					printable(r.Method), r.Path, displayHost(hi.name), in.kind)}
+			}
 			return denyAmbiguous(sc, hi, r, cands)
 		}
 	}
@@ -357,6 +370,12 @@ func cloneSpec(in *Spec) *Spec {
 					cp.Fetch = &PreviewFetch{Operation: ap.Fetch.Operation, Args: maps.Clone(ap.Fetch.Args), Render: maps.Clone(ap.Fetch.Render)}
 				}
 				o.ApprovalPreview = cp
+			}
+			if g := o.GraphQL; g != nil {
+				o.GraphQL = &GraphQLRule{Type: g.Type, Fields: slices.Clone(g.Fields), PersistedHashes: slices.Clone(g.PersistedHashes)}
+			}
+			if m := o.MCP; m != nil {
+				o.MCP = &MCPRule{Tools: slices.Clone(m.Tools), ApprovalTools: slices.Clone(m.ApprovalTools), Resources: m.Resources, Prompts: m.Prompts}
 			}
 		}
 	}

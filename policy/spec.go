@@ -60,6 +60,15 @@ type Operation struct {
 	// ApprovalPreview says what a person sees of a held call; nil shows
 	// the request's fields in their own order and fetches nothing.
 	ApprovalPreview *ApprovalPreview `json:"approval_preview,omitempty"`
+	// GraphQL, when set, makes the operation one GraphQL operation shape on
+	// its path: the proxy parses each request body and allows it only when
+	// the executed operation is of this type and selects only these
+	// top-level fields (bodyrule.go). nil inspects nothing.
+	GraphQL *GraphQLRule `json:"graphql,omitempty"`
+	// MCP, when set, makes the operation a Streamable HTTP MCP endpoint
+	// whose JSON-RPC tool calls the proxy checks (bodyrule.go). nil
+	// inspects nothing.
+	MCP *MCPRule `json:"mcp,omitempty"`
 }
 
 // IsProxyable reports whether the operation declares a method, a path and at

@@ -175,7 +175,7 @@ func isMethod(m string) bool {
 func (c *checker) operation(path string, n *jnode, names map[string]string) Operation {
 	var op Operation
 	o, ok := c.object(path, n, "name", "summary", "description", "method", "path", "hosts",
-		"idempotency", "approval", "credential", "websocket", "inputs", "audit", "approval_preview")
+		"idempotency", "approval", "credential", "websocket", "inputs", "audit", "approval_preview", "graphql", "mcp")
 	if !ok {
 		return op
 	}
@@ -232,6 +232,8 @@ func (c *checker) operation(path string, n *jnode, names map[string]string) Oper
 	op.Inputs = c.inputs(field(path, "inputs"), o)
 	op.Audit = c.audit(field(path, "audit"), o, op.Path, pathOK, templates, inputs)
 	op.ApprovalPreview = c.approvalPreview(field(path, "approval_preview"), o, pathOK, templates)
+	op.GraphQL = c.graphQLRule(field(path, "graphql"), o, &op)
+	op.MCP = c.mcpRule(field(path, "mcp"), o, &op)
 	return op
 }
 

@@ -98,6 +98,9 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 		return
 	}
 	s.metrics.upstream.Observe(time.Since(sent).Seconds())
+	if x.mcp != nil {
+		s.filterMCPAnswer(x, resp) // mcp.go: tools/list shows only allowed tools
+	}
 	s.passResponse(w, x, resp, scrub, body, reason)
 }
 
@@ -138,6 +141,13 @@ func (s *Server) passResponse(w http.ResponseWriter, x *exchange, resp *http.Res
 	length := resp.ContentLength
 	if decoded {
 		length = -1
+	}
+	if length < 0 && isEventStream(resp.Header) {
+		// An event stream may stay idle (an MCP GET stream): its client
+		// waits for the headers, so they go now, not with the first event.
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
 	}
 	n, cerr := s.copyBody(w, src, length)
 	if body != nil {

@@ -33,6 +33,9 @@ type exchange struct {
 	ev    audit.Event
 	// learned is set for a request forwarded by learn mode (learn.go).
 	learned *learnedExchange
+	// mcp filters the answer of an MCP request with tools/list in it
+	// (mcp.go); nil for every other request.
+	mcp *mcpExchange
 }
 
 func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -63,6 +66,10 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status := d.status
 		if status == 0 {
 			status = http.StatusForbidden
+		}
+		if d.rpc != nil {
+			s.denyRPC(w, x, status, d.refusal, d.rpc)
+			return
 		}
 		s.deny(w, x, status, d.refusal)
 		return
@@ -151,6 +158,9 @@ type decision struct {
 	// directive is an action's preview, from the control API; nil for
 	// none.
 	directive *preview.Directive
+	// rpc, on deny, is the JSON-RPC answer of a refused MCP request
+	// (mcp.go), sent instead of the proxy's JSON error; nil otherwise.
+	rpc []byte
 }
 
 // decide makes the decision of the request x, in order: the session has
@@ -180,6 +190,13 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 	if snap := s.cfg.Policy(); snap != nil {
 		pd = snap.Decide(t.sess.Scope, policy.Request{Method: x.ev.Method, Host: t.target, Path: x.path})
 	}
+	var body inspected
+	if pd.Inspect != nil { // a GraphQL or MCP endpoint: the body decides (inspect.go)
+		var refused *decision
+		if pd, body, refused = s.inspectBody(x, pd.Inspect); refused != nil {
+			return *refused
+		}
+	}
 	if !pd.Allow && isLearnable(pd.Reason) && s.learns(t) {
 		if ws {
 			return decision{status: http.StatusForbidden, refusal: learnRefusal(x)}
@@ -206,6 +223,7 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 	op := m.Compiled.Operation()
 	x.ev.ConnectorFQN, x.ev.Tool, x.ev.Operation = m.ConnectorFQN, m.Tool, op.Name
 	x.ev.Fields = auditFields(m, r, in.args)
+	mergeFields(x, body.fields)
 	if ws && !op.WebSocket {
 		d.status, d.refusal = http.StatusForbidden, webSocketNotDeclared(x, m)
 		return d
@@ -223,7 +241,7 @@ func (s *Server) decide(x *exchange, ws bool) decision {
 		}
 	}
 	d.allow = true
-	d.approval = op.Approval.IsRequired() || in.approval
+	d.approval = op.Approval.IsRequired() || in.approval || body.approval
 	return d
 }
 

@@ -38,6 +38,7 @@ type connImportFlags struct {
 	diff        bool
 	force       bool
 	update      string
+	gql         graphQLImportFlags // connector_import_graphql.go
 }
 
 func newConnectorImportCmd(a *app) *cobra.Command {
@@ -105,10 +106,14 @@ invalid result (nothing is written or installed), 2 usage error.`,
 	fl.BoolVar(&f.force, "force", false, "with --install: install even if a tool command collides with another connector")
 	fl.BoolVar(&f.diff, "diff", false, "print what would change against the installed version; write nothing")
 	fl.StringVar(&f.update, "update", "", "update the existing spec `SPEC` of the connector: keep its operation names, hand-set fields and the operations the document does not describe")
+	addGraphQLImportFlags(fl, &f.gql)
 	return cmd
 }
 
 func runConnectorImport(ctx context.Context, a *app, f *connImportFlags) error {
+	if f.gql.schema != "" {
+		return runGraphQLImport(a, f)
+	}
 	switch {
 	case f.openapi == "":
 		return usageError(errors.New("--openapi FILE|URL is required"))

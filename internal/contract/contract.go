@@ -55,6 +55,16 @@ const (
 	CodeWebSocketNotAllowed     Code = "websocket_not_allowed"
 	CodeWebSocketUpstream       Code = "websocket_upstream_failed"
 	CodeAuthThrottled           Code = "auth_throttled"
+	// CodeGraphQLNotAllowed: a GraphQL request on a path with graphql
+	// operations is not one of them (the message names the field or rule).
+	CodeGraphQLNotAllowed Code = "graphql_not_allowed"
+	// CodeMCPNotAllowed: a JSON-RPC message to an MCP endpoint is refused
+	// (a tool outside the operation's tools, a switched-off method, or
+	// headers that disagree with the body).
+	CodeMCPNotAllowed Code = "mcp_not_allowed"
+	// CodeBodyNotInspectable: a request whose body the policy must read
+	// is compressed or framed so the proxy cannot read it.
+	CodeBodyNotInspectable Code = "body_not_inspectable"
 )
 
 // Codes of the control API.
@@ -113,7 +123,7 @@ var ProxyCodes = []Code{
 	CodeOperationNotAllowed, CodeCredentialNotConfigured, CodeCredentialUnavailable, CodeApprovalDenied,
 	CodeApprovalTimeout, CodeUpstreamAddressRefused, CodeBadFraming, CodeUpstreamEncoding,
 	CodePlainHTTPNotAllowed, CodeNotAProxyRequest, CodeBadTarget, CodeWebSocketNotAllowed,
-	CodeWebSocketUpstream, CodeAuthThrottled,
+	CodeWebSocketUpstream, CodeAuthThrottled, CodeGraphQLNotAllowed, CodeMCPNotAllowed, CodeBodyNotInspectable,
 }
 
 // Header names of the contract. The API proves itself to the proxy with
