@@ -67,7 +67,7 @@ func TestConnectorInstallListRemove(t *testing.T) {
 	if got := strings.Join(strings.Fields(lines[2]), " "); got != "local://aileron/demo 1.0.0 "+hash[:len("sha256:")+12]+" ok demo (4 operations)" {
 		t.Errorf("list row = %q", got)
 	}
-	if !strings.HasPrefix(lines[1], "github://acme/aileron-connector-github") || !strings.Contains(lines[1], "gh-api (5 operations)") {
+	if !strings.HasPrefix(lines[1], "github://acme/aileron-connector-github") || !strings.Contains(lines[1], "gh-api (6 operations)") {
 		t.Errorf("list row = %q, want the github connector first (sorted by FQN)", lines[1])
 	}
 
