@@ -262,6 +262,9 @@ const statusClientClosed = 499
 // code and a message that leaks no internals.
 func classifyUpstreamError(err error, target string) (int, contract.Code, string) {
 	var ne net.Error
+	if pe, ok := isUpstreamProxyError(err); ok { // upstreamproxy.go
+		return http.StatusBadGateway, contract.CodeUpstreamUnreachable, pe.Error()
+	}
 	switch {
 	case isAddressRefused(err):
 		return http.StatusBadGateway, contract.CodeUpstreamAddressRefused,
