@@ -159,6 +159,15 @@ type bindingJSON struct {
 	Header    string      `json:"header,omitempty"`
 	Format    string      `json:"format,omitempty"`
 	Query     string      `json:"query,omitempty"`
+	AWS       *awsJSON    `json:"aws,omitempty"`
+}
+
+type awsJSON struct {
+	AccessKeyID  *sourceJSON `json:"access_key_id,omitempty"`
+	SessionToken *sourceJSON `json:"session_token,omitempty"`
+	Profile      string      `json:"profile,omitempty"`
+	Region       string      `json:"region,omitempty"`
+	Service      string      `json:"service,omitempty"`
 }
 
 type sourceJSON struct {
@@ -268,6 +277,10 @@ func parseFile(data []byte) (*File, error) {
 				Scopes:       o.Scopes,
 			}
 		}
+		if a := bj.AWS; a != nil {
+			b.AWS = &AWSSigV4{AccessKeyID: sourceFromJSON(a.AccessKeyID), SessionToken: sourceFromJSON(a.SessionToken),
+				Profile: a.Profile, Region: a.Region, Service: a.Service}
+		}
 		if err := b.Validate(); err != nil {
 			return nil, fmt.Errorf("bindings[%d] (%s %s): %w", i, bj.Connector, bj.Kind, err)
 		}
@@ -294,6 +307,10 @@ func (f *File) marshal() ([]byte, error) {
 			Header:    b.Placement.Header,
 			Format:    b.Placement.Format,
 			Query:     b.Placement.Query,
+		}
+		if a := b.AWS; a != nil {
+			bj.AWS = &awsJSON{AccessKeyID: sourceToJSON(a.AccessKeyID), SessionToken: sourceToJSON(a.SessionToken),
+				Profile: a.Profile, Region: a.Region, Service: a.Service}
 		}
 		if o := b.OAuth2; o != nil {
 			bj.OAuth2 = &oauth2JSON{
