@@ -334,3 +334,35 @@ func TestAWSCLIResignedOnTheHost(t *testing.T) {
 }
 
 func md5sum(b []byte) []byte { s := md5.Sum(b); return s[:] }
+
+// TestAWSProfileTemporaryCredential binds the host's AWS profile
+// (--from-aws-profile): its credential_process hands out a temporary
+// credential with a session token, which serve signs with through the
+// SDK's config loader.
+func TestAWSProfileTemporaryCredential(t *testing.T) {
+	const tempKeyID = "ASIATEMPORARY0000001"
+	standIn := &awsStandIn{keyID: tempKeyID, secret: canary, token: awsSessionToken, objects: map[string][]byte{"a.txt": []byte("a")}, verified: map[string]int{}}
+	dir := t.TempDir()
+	creds := fmt.Sprintf(`{"Version":1,"AccessKeyId":%q,"SecretAccessKey":%q,"SessionToken":%q,"Expiration":%q}`,
+		tempKeyID, canary, awsSessionToken, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	if err := os.WriteFile(filepath.Join(dir, "creds.json"), []byte(creds), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("[profile corp]\nregion = us-east-1\ncredential_process = /bin/cat %s\n", filepath.Join(dir, "creds.json"))
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := awsEnv(t, standIn, []string{"AWS_CONFIG_FILE=" + filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(dir, "none"),
+		"AWS_EC2_METADATA_DISABLED=true"}, "--from-aws-profile", "corp")
+	if out, err := awsCLI(t, e, "sts", "get-caller-identity", "--output", "text"); err != nil || !strings.Contains(out, "123456789012") {
+		t.Fatalf("aws sts get-caller-identity with a profile binding: %v\n%s", err, out)
+	}
+	if out, err := awsCLI(t, e, "s3", "ls", "s3://agent-bucket"); err != nil || !strings.Contains(out, "a.txt") {
+		t.Fatalf("aws s3 ls with a profile binding: %v\n%s", err, out)
+	}
+	standIn.mu.Lock()
+	defer standIn.mu.Unlock()
+	if len(standIn.bad) > 0 || standIn.verified["POST sts"] == 0 || standIn.verified["GET s3"] == 0 {
+		t.Fatalf("stand-in: bad %v, verified %v", standIn.bad, standIn.verified)
+	}
+}
