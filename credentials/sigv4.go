@@ -379,8 +379,13 @@ func AWSScope(host string) (region, service string) {
 				}
 			}
 			return region, "s3"
-		case strings.HasPrefix(l, "s3-") && l != "s3-accelerate":
+		case strings.HasPrefix(l, "s3-") && l != "s3-accelerate" && awsScopeRe.MatchString(strings.TrimPrefix(l, "s3-")):
 			return strings.TrimPrefix(l, "s3-"), "s3" // legacy s3-REGION
+		}
+	}
+	for _, l := range labels {
+		if !awsScopeRe.MatchString(l) {
+			return "", ""
 		}
 	}
 	switch len(labels) {

@@ -129,3 +129,22 @@ func fileWith(bs ...Binding) *File {
 	}
 	return f
 }
+
+// FuzzAWSScope checks that any host name yields either nothing or a
+// region and service of the signing grammar.
+func FuzzAWSScope(f *testing.F) {
+	for _, s := range []string{"sts.amazonaws.com", "b.s3.eu-west-1.amazonaws.com:443", "s3-us-west-1.amazonaws.com", "x.amazonaws.com.cn", "..amazonaws.com"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		r, s := AWSScope(host)
+		if (r == "") != (s == "") || (r != "" && (!awsScopeRe.MatchString(r) || !awsScopeRe.MatchString(s))) {
+			t.Fatalf("AWSScope(%q) = %q, %q", host, r, s)
+		}
+		req, _ := http.NewRequest(http.MethodGet, "https://h/", nil)
+		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+host)
+		if r, s := clientScope(req); r != "" && (!awsScopeRe.MatchString(r) || !awsScopeRe.MatchString(s)) {
+			t.Fatalf("clientScope(%q) = %q, %q", host, r, s)
+		}
+	})
+}

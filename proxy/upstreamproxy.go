@@ -62,7 +62,8 @@ func ParseUpstreamProxyURL(raw string) (addr string, user *url.Userinfo, err err
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", nil, fmt.Errorf("parsing the upstream proxy URL: %w", err)
+		// url's error repeats the URL, credentials included.
+		return "", nil, errors.New("the upstream proxy URL is not a valid URL; use http://HOST:PORT")
 	}
 	if u.Scheme != "http" {
 		return "", nil, fmt.Errorf("upstream proxy scheme %q is not supported; use an http:// proxy URL (the tunnel it opens carries the upstream's TLS)", u.Scheme)

@@ -173,3 +173,23 @@ func TestDialViaProxyGuardsTheTarget(t *testing.T) {
 	default:
 	}
 }
+
+// FuzzParseUpstreamProxyURL checks that no URL panics the parser, an
+// accepted one is host:port, and a refusal never repeats a password.
+func FuzzParseUpstreamProxyURL(f *testing.F) {
+	for _, s := range []string{"http://proxy:3128", "proxy:3128", "http://u:pw-secret@proxy", "https://x", "http://[::1]:8080", "http://%zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		addr, _, err := ParseUpstreamProxyURL(raw)
+		if err != nil {
+			if strings.Contains(raw, ":pw-secret@") && strings.Contains(err.Error(), "pw-secret") {
+				t.Fatalf("error repeats the password: %v", err)
+			}
+			return
+		}
+		if _, err := hostport.NewAddr(addr); err != nil {
+			t.Fatalf("ParseUpstreamProxyURL(%q) = %q, not host:port: %v", raw, addr, err)
+		}
+	})
+}
