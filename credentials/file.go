@@ -32,7 +32,8 @@ type File struct {
 type BindingInfo struct {
 	FQN  string `json:"connector"`
 	Kind Kind   `json:"kind"`
-	// Source is env, file, exec, stored or oauth2.
+	// Source is env, file, exec, stored, oauth2 or aws_profile (Ref is the
+	// profile); for aws_sigv4 keys it is the secret access key's source.
 	Source string `json:"source"`
 	// Ref is the environment variable, file path or command; empty for
 	// stored and oauth2.
@@ -107,6 +108,9 @@ func (f *File) List() []BindingInfo {
 			Ref:       b.Source.Ref,
 			Placement: b.DescribePlacement(),
 			Username:  b.Username,
+		}
+		if a := b.AWS; a != nil && a.Profile != "" {
+			info.Source, info.Ref = "aws_profile", a.Profile
 		}
 		if o := b.OAuth2; o != nil {
 			info.Source, info.Ref = "oauth2", ""
