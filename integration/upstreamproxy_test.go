@@ -40,6 +40,23 @@ func (s *squid) accessLog() string {
 	return string(b)
 }
 
+// waitLog reports whether squid's access log has every want within 10s:
+// squid writes a line once the transaction ends, buffered.
+func (s *squid) waitLog(want ...string) bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		log, all := s.accessLog(), true
+		for _, w := range want {
+			all = all && strings.Contains(log, w)
+		}
+		if all {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
 func startSquid(t *testing.T, hosts string) *squid {
 	t.Helper()
 	bin := testkit.RequireTool(t, "squid")
@@ -204,8 +221,8 @@ func TestUpstreamThroughCorporateProxy(t *testing.T) {
 	}
 	// squid logs a tunnel when it closes; serve keeps the intercepted one
 	// pooled, so only the passthrough one is there yet.
-	if log := sq.accessLog(); !strings.Contains(log, "TCP_TUNNEL/200") || !strings.Contains(log, "CONNECT pass.corp.test:443 agent") {
-		t.Errorf("squid's access log lacks the passthrough tunnel:\n%s", log)
+	if !sq.waitLog("TCP_TUNNEL/200", "CONNECT pass.corp.test:443 agent") {
+		t.Errorf("squid's access log lacks the passthrough tunnel:\n%s", sq.accessLog())
 	}
 
 	// A wrong password (the file is read for each connection).
@@ -219,8 +236,8 @@ func TestUpstreamThroughCorporateProxy(t *testing.T) {
 	if out, err := curlPass(); err == nil || !strings.Contains(out, "502") {
 		t.Fatalf("passthrough with a wrong proxy password = %q, %v; want CONNECT refused with 502", out, err)
 	}
-	if log := sq.accessLog(); !strings.Contains(log, "TCP_DENIED/407") || !strings.Contains(log, "CONNECT api2.corp.test:443 agent") {
-		t.Errorf("squid's access log lacks the refused intercepted CONNECT:\n%s", log)
+	if !sq.waitLog("TCP_DENIED/407", "CONNECT api2.corp.test:443 agent") {
+		t.Errorf("squid's access log lacks the refused intercepted CONNECT:\n%s", sq.accessLog())
 	}
 	if !strings.Contains(d.stderr.String(), `"upstream_proxy":"`+sq.addr+`"`) || !strings.Contains(d.stderr.String(), "refused its credentials") {
 		t.Errorf("serve did not log the upstream proxy's refusal naming it")
