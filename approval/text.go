@@ -13,6 +13,9 @@ import (
 // BodySummary returns a held request's body in a few words for a one-line
 // listing: "-" for none, else its size and the start of its digest.
 func (p Pending) BodySummary() string {
+	if p.Preview != nil && p.Preview.GitPush != nil {
+		return p.Preview.GitPush.Summary()
+	}
 	if p.BodySHA256 == "" {
 		return "-"
 	}
@@ -61,6 +64,21 @@ func WriteText(w io.Writer, p Pending) error {
 			default:
 				fmt.Fprintf(&b, "  %s excerpt:\n", body.Kind)
 				writeBlock(&b, body.Excerpt)
+			}
+		}
+		if g := pv.GitPush; g != nil {
+			fmt.Fprintf(&b, "Git push:   %s, %d ref update(s)\n", g.Repository, g.Count)
+			for _, u := range g.Updates {
+				fmt.Fprintf(&b, "  %s %s: %s -> %s\n", u.Action, u.Ref, u.Old, u.New)
+			}
+			if more := g.More(); more > 0 {
+				fmt.Fprintf(&b, "  (and %d more)\n", more)
+			}
+			if g.Truncated {
+				b.WriteString("  (more commands than the preview reads)\n")
+			}
+			if g.PushCert {
+				b.WriteString("  (signed push; its certificate is not shown)\n")
 			}
 		}
 		if f := pv.Fetch; f != nil {

@@ -24,10 +24,13 @@ const (
 	KindAPIKey Kind = "api_key"
 	KindBearer Kind = "bearer"
 	KindBasic  Kind = "basic"
+	// KindAWSSigV4 re-signs requests with AWS Signature Version 4
+	// (sigv4.go); the secret is the secret access key.
+	KindAWSSigV4 Kind = "aws_sigv4"
 )
 
 // kinds lists the valid kinds in the order help text shows them.
-var kinds = [...]Kind{KindOAuth2, KindAPIKey, KindBearer, KindBasic}
+var kinds = [...]Kind{KindOAuth2, KindAPIKey, KindBearer, KindBasic, KindAWSSigV4}
 
 // String returns the spec spelling.
 func (k Kind) String() string { return string(k) }
@@ -46,7 +49,7 @@ func (k Kind) IsValid() bool {
 func ParseKind(s string) (Kind, error) {
 	k := Kind(s)
 	if !k.IsValid() {
-		return "", fmt.Errorf("parsing credential kind %q: use oauth2, api_key, bearer or basic", s)
+		return "", fmt.Errorf("parsing credential kind %q: use oauth2, api_key, bearer, basic or aws_sigv4", s)
 	}
 	return k, nil
 }
@@ -142,6 +145,9 @@ type Binding struct {
 	Username string
 	// Placement says where the secret goes; see Placement.
 	Placement Placement
+	// AWS is set for Kind aws_sigv4 (sigv4.go): the access key id, the
+	// session token, the host profile, and region and service overrides.
+	AWS *AWSSigV4
 }
 
 // Secret limits. Shorter secrets cannot be scrubbed from responses without
@@ -184,6 +190,9 @@ func (b Binding) placement() (header, format, query string) {
 
 // DescribePlacement renders where the secret goes, without the secret.
 func (b Binding) DescribePlacement() string {
+	if b.AWS != nil {
+		return b.AWS.describePlacement()
+	}
 	if b.Kind == KindBasic {
 		return fmt.Sprintf("Authorization: Basic (user %q)", b.Username)
 	}
@@ -196,6 +205,9 @@ func (b Binding) DescribePlacement() string {
 
 // DescribeSource renders where the secret comes from, without the secret.
 func (b Binding) DescribeSource() string {
+	if b.AWS != nil {
+		return b.AWS.describeSource(b.Source)
+	}
 	if b.OAuth2 != nil {
 		return "oauth2 refresh (" + b.OAuth2.RefreshToken.Describe() + ")"
 	}
@@ -209,7 +221,10 @@ func (b Binding) Validate() error {
 		return err
 	}
 	if !b.Kind.IsValid() {
-		return fmt.Errorf("kind %q is not valid: use oauth2, api_key, bearer or basic", b.Kind)
+		return fmt.Errorf("kind %q is not valid: use oauth2, api_key, bearer, basic or aws_sigv4", b.Kind)
+	}
+	if b.Kind == KindAWSSigV4 || b.AWS != nil {
+		return b.validateAWS() // sigv4.go
 	}
 	switch {
 	case b.OAuth2 != nil:

@@ -32,7 +32,8 @@ type File struct {
 type BindingInfo struct {
 	FQN  string `json:"connector"`
 	Kind Kind   `json:"kind"`
-	// Source is env, file, exec, stored or oauth2.
+	// Source is env, file, exec, stored, oauth2 or aws_profile (Ref is the
+	// profile); for aws_sigv4 keys it is the secret access key's source.
 	Source string `json:"source"`
 	// Ref is the environment variable, file path or command; empty for
 	// stored and oauth2.
@@ -108,6 +109,9 @@ func (f *File) List() []BindingInfo {
 			Placement: b.DescribePlacement(),
 			Username:  b.Username,
 		}
+		if a := b.AWS; a != nil && a.Profile != "" {
+			info.Source, info.Ref = "aws_profile", a.Profile
+		}
 		if o := b.OAuth2; o != nil {
 			info.Source, info.Ref = "oauth2", ""
 			info.OAuth2 = &OAuth2Info{
@@ -159,6 +163,15 @@ type bindingJSON struct {
 	Header    string      `json:"header,omitempty"`
 	Format    string      `json:"format,omitempty"`
 	Query     string      `json:"query,omitempty"`
+	AWS       *awsJSON    `json:"aws,omitempty"`
+}
+
+type awsJSON struct {
+	AccessKeyID  *sourceJSON `json:"access_key_id,omitempty"`
+	SessionToken *sourceJSON `json:"session_token,omitempty"`
+	Profile      string      `json:"profile,omitempty"`
+	Region       string      `json:"region,omitempty"`
+	Service      string      `json:"service,omitempty"`
 }
 
 type sourceJSON struct {
@@ -268,6 +281,10 @@ func parseFile(data []byte) (*File, error) {
 				Scopes:       o.Scopes,
 			}
 		}
+		if a := bj.AWS; a != nil {
+			b.AWS = &AWSSigV4{AccessKeyID: sourceFromJSON(a.AccessKeyID), SessionToken: sourceFromJSON(a.SessionToken),
+				Profile: a.Profile, Region: a.Region, Service: a.Service}
+		}
 		if err := b.Validate(); err != nil {
 			return nil, fmt.Errorf("bindings[%d] (%s %s): %w", i, bj.Connector, bj.Kind, err)
 		}
@@ -294,6 +311,10 @@ func (f *File) marshal() ([]byte, error) {
 			Header:    b.Placement.Header,
 			Format:    b.Placement.Format,
 			Query:     b.Placement.Query,
+		}
+		if a := b.AWS; a != nil {
+			bj.AWS = &awsJSON{AccessKeyID: sourceToJSON(a.AccessKeyID), SessionToken: sourceToJSON(a.SessionToken),
+				Profile: a.Profile, Region: a.Region, Service: a.Service}
 		}
 		if o := b.OAuth2; o != nil {
 			bj.OAuth2 = &oauth2JSON{

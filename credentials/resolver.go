@@ -189,6 +189,7 @@ type Injector struct {
 
 	secret *sourceReader // nil for OAuth2 refresh bindings
 	oauth  *oauthSource  // nil otherwise
+	aws    *awsSigner    // set for aws_sigv4 (sigv4.go)
 
 	// last is what the secret last applied puts on the wire, with its
 	// Scrubber; read without a lock on every Apply.
@@ -207,7 +208,10 @@ type applied struct {
 func newInjector(b Binding, d *deps) *Injector {
 	i := &Injector{b: b}
 	i.header, i.format, i.query = b.placement()
-	if b.OAuth2 != nil {
+	if b.AWS != nil {
+		i.aws = newAWSSigner(b, d)
+		i.header, i.format, i.query = "", "", ""
+	} else if b.OAuth2 != nil {
 		i.oauth = newOAuthSource(b, d)
 	} else {
 		i.secret = &sourceReader{src: b.Source, what: "secret", deps: d}
@@ -267,6 +271,9 @@ func (i *Injector) fail(err error) error {
 func (i *Injector) Apply(ctx context.Context, out *http.Request) (*Scrubber, error) {
 	if out == nil || out.URL == nil {
 		return nil, i.fail(reasonf("no outbound request"))
+	}
+	if i.aws != nil {
+		return i.applyAWS(ctx, out) // sigv4.go
 	}
 	var v Value
 	var err error
@@ -354,6 +361,9 @@ func setQueryParam(rawQuery, name, pair string) string {
 // bindingEqual reports whether two bindings are the same, secrets included.
 func bindingEqual(a, b Binding) bool {
 	if a.FQN != b.FQN || a.Kind != b.Kind || a.Username != b.Username || a.Placement != b.Placement || !sourceEqual(a.Source, b.Source) {
+		return false
+	}
+	if (a.AWS == nil) != (b.AWS == nil) || (a.AWS != nil && !a.AWS.equal(b.AWS)) {
 		return false
 	}
 	if (a.OAuth2 == nil) != (b.OAuth2 == nil) {

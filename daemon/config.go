@@ -17,6 +17,8 @@ import (
 
 	"github.com/tailscale/hujson"
 
+	"github.com/aileron-dev/aileron-proxy/credentials"
+
 	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/proxy"
 )
@@ -44,6 +46,17 @@ type Config struct {
 	// UpstreamCAFiles are PEM files trusted for upstream TLS on top of the
 	// system roots.
 	UpstreamCAFiles []string
+	// UpstreamProxy is the corporate proxy every upstream connection goes
+	// through with CONNECT: an http:// URL without credentials, "env" for
+	// serve's HTTPS_PROXY and NO_PROXY, or empty to dial directly.
+	UpstreamProxy string
+	// UpstreamNoProxy are hosts dialled directly, in NO_PROXY syntax.
+	UpstreamNoProxy []string
+	// UpstreamProxyUser and UpstreamProxyPassword are the corporate proxy's
+	// basic credentials; the password comes from an env, file or exec
+	// source, never from argv or the config file.
+	UpstreamProxyUser     string
+	UpstreamProxyPassword credentials.Source
 	// Passthrough are host globs (exact or leading "*.") tunnelled without
 	// interception or credentials.
 	Passthrough []string
@@ -71,6 +84,11 @@ type fileConfig struct {
 	Resolve         []string    `json:"resolve"`
 	UpstreamCA      []string    `json:"upstream_ca"`
 	Passthrough     []string    `json:"passthrough"`
+	UpstreamProxy   string      `json:"upstream_proxy"`
+	UpstreamNoProxy []string    `json:"upstream_no_proxy"`
+	UpstreamUser    string      `json:"upstream_proxy_user"`
+	UpstreamPwEnv   string      `json:"upstream_proxy_password_env"`
+	UpstreamPwFile  string      `json:"upstream_proxy_password_file"`
 	ReloadInterval  string      `json:"reload_interval"`
 	ApprovalTimeout string      `json:"approval_timeout"`
 	ShutdownTimeout string      `json:"shutdown_timeout"`
@@ -125,7 +143,7 @@ func LoadConfigFile(path string, cfg *Config) error {
 	dec := json.NewDecoder(bytes.NewReader(std))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
-		return fmt.Errorf("parsing config %s: %w (accepted keys: proxy_listen, api_listen, resolve, upstream_ca, passthrough, reload_interval, approval_timeout, shutdown_timeout, advertise_proxy_addr, limits)", path, err)
+		return fmt.Errorf("parsing config %s: %w (accepted keys: proxy_listen, api_listen, resolve, upstream_ca, passthrough, upstream_proxy, upstream_no_proxy, upstream_proxy_user, upstream_proxy_password_env, upstream_proxy_password_file, reload_interval, approval_timeout, shutdown_timeout, advertise_proxy_addr, limits)", path, err)
 	}
 	set := func(dst *string, v string) {
 		if v != "" {
@@ -147,6 +165,19 @@ func LoadConfigFile(path string, cfg *Config) error {
 	}
 	if len(fc.Passthrough) > 0 {
 		cfg.Passthrough = fc.Passthrough
+	}
+	set(&cfg.UpstreamProxy, fc.UpstreamProxy)
+	set(&cfg.UpstreamProxyUser, fc.UpstreamUser)
+	if len(fc.UpstreamNoProxy) > 0 {
+		cfg.UpstreamNoProxy = fc.UpstreamNoProxy
+	}
+	switch {
+	case fc.UpstreamPwEnv != "" && fc.UpstreamPwFile != "":
+		return fmt.Errorf("config %s: set one of upstream_proxy_password_env and upstream_proxy_password_file", path)
+	case fc.UpstreamPwEnv != "":
+		cfg.UpstreamProxyPassword = credentials.Source{Type: credentials.SourceEnv, Ref: fc.UpstreamPwEnv}
+	case fc.UpstreamPwFile != "":
+		cfg.UpstreamProxyPassword = credentials.Source{Type: credentials.SourceFile, Ref: fc.UpstreamPwFile}
 	}
 	type durationKey struct {
 		key, v string

@@ -119,6 +119,10 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	upstreamProxy, err := upstreamProxyConfig(cfg, os.Getenv) // upstreamproxy.go
+	if err != nil {
+		return nil, err
+	}
 	if roots, err := ca.SystemRootsPEM(); err == nil {
 		d.systemRoots = roots
 	} else {
@@ -178,6 +182,7 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 		Passthrough:   cfg.Passthrough,
 		Resolve:       cfg.Resolve,
 		UpstreamRoots: upstreamRoots,
+		UpstreamProxy: upstreamProxy,
 		Limits:        cfg.Limits,
 	})
 	if err != nil {

@@ -138,10 +138,13 @@ func LookupAgent(name string) (Agent, error) {
 	return a, nil
 }
 
-// ContainerEnv is the recipe's containerEnv: the placeholder key plus the
-// telemetry-off settings.
+// ContainerEnv is the recipe's containerEnv: the placeholder key, the AWS
+// placeholder keys, plus the telemetry-off settings.
 func (a Agent) ContainerEnv() map[string]string {
 	env := map[string]string{a.Placeholder: PlaceholderValue}
+	// The AWS CLI and SDKs sign only with keys set; the proxy re-signs
+	// with the real ones (an aws_sigv4 credential).
+	env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = PlaceholderValue, PlaceholderValue
 	for k, v := range a.Env {
 		env[k] = v
 	}

@@ -150,6 +150,8 @@ const (
 	CredentialAPIKey      CredentialKind = "api_key"
 	CredentialBearer      CredentialKind = "bearer"
 	CredentialBasic       CredentialKind = "basic"
+	// CredentialAWSSigV4 re-signs the request with AWS Signature Version 4.
+	CredentialAWSSigV4 CredentialKind = "aws_sigv4"
 )
 
 // String returns the spec spelling, "none" for the zero value.

@@ -222,8 +222,8 @@ func (c *checker) operation(path string, n *jnode, names map[string]string) Oper
 		string(Idempotent), string(NotIdempotent)))
 	op.Approval = Approval(c.enum(o, "approval", `"none" or "required"`,
 		string(ApprovalNone), string(ApprovalRequired)))
-	op.Credential = CredentialKind(c.enum(o, "credential", `"none", "oauth2", "api_key", "bearer" or "basic"`,
-		string(CredentialNone), string(CredentialOAuth2), string(CredentialAPIKey), string(CredentialBearer), string(CredentialBasic)))
+	op.Credential = CredentialKind(c.enum(o, "credential", `"none", "oauth2", "api_key", "bearer", "basic" or "aws_sigv4"`,
+		string(CredentialNone), string(CredentialOAuth2), string(CredentialAPIKey), string(CredentialBearer), string(CredentialBasic), string(CredentialAWSSigV4)))
 
 	if op.WebSocket = c.boolean(o, "websocket"); op.WebSocket && op.Method != "" && op.Method != "GET" {
 		c.fail(field(path, "websocket"), "a WebSocket handshake is a GET, but the method is %q; use \"method\": \"GET\" or drop \"websocket\"", op.Method)

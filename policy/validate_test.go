@@ -217,7 +217,7 @@ func TestValidationRules(t *testing.T) {
 		{"idempotency", specDoc(opWith(`, "idempotency": "safe"`)), "tools[0].operations[0].idempotency", `"safe" is not valid; use "idempotent" or "not_idempotent", or leave it out`},
 		{"approval", specDoc(opWith(`, "approval": "always"`)), "tools[0].operations[0].approval", `"always" is not valid; use "none" or "required", or leave it out`},
 		{"approval case", specDoc(opWith(`, "approval": "Required"`)), "tools[0].operations[0].approval", `"Required" is not valid`},
-		{"credential", specDoc(opWith(`, "credential": "token"`)), "tools[0].operations[0].credential", `"token" is not valid; use "none", "oauth2", "api_key", "bearer" or "basic", or leave it out`},
+		{"credential", specDoc(opWith(`, "credential": "token"`)), "tools[0].operations[0].credential", `"token" is not valid; use "none", "oauth2", "api_key", "bearer", "basic" or "aws_sigv4", or leave it out`},
 
 		// inputs
 		{"inputs type", specDoc(`{"name": "op", "inputs": {}}`), "tools[0].operations[0].inputs", `must be an array, got object`},

@@ -254,6 +254,11 @@ type Config struct {
 	// UpstreamRoots are extra roots trusted for upstream TLS on top of
 	// SystemRoots (--upstream-ca). Upstream verification is never skipped.
 	UpstreamRoots []*x509.Certificate
+	// UpstreamProxy, when set, is the corporate proxy every upstream
+	// connection goes through with CONNECT (upstreamproxy.go); Resolve
+	// targets and its NoProxy hosts are dialled directly. Nil dials
+	// directly.
+	UpstreamProxy *UpstreamProxy
 	// Limits bound sizes, counts and waits; zero fields take defaults.
 	Limits Limits
 	// Now is the clock; nil means time.Now.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/internal/hostport"
@@ -89,6 +90,8 @@ type dialer struct {
 	resolve  map[string]netip.AddrPort // normalized host:port -> operator address
 	resolver *net.Resolver
 	net      net.Dialer
+	// upstream, when set, is the corporate proxy (upstreamproxy.go).
+	upstream *upstreamProxy
 }
 
 func newDialer(resolve map[string]netip.AddrPort, timeout time.Duration) *dialer {
@@ -109,6 +112,9 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	}
 	if ap, ok := d.resolve[hp.String()]; ok {
 		return d.net.DialContext(ctx, network, ap.String())
+	}
+	if d.upstream != nil && !d.upstream.isDirect(hp.Host, strconv.Itoa(int(hp.Port))) {
+		return d.dialViaProxy(ctx, network, hp)
 	}
 	host, port := hp.Host, hp.Port
 	var addrs []netip.Addr

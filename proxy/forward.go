@@ -167,6 +167,10 @@ func (s *Server) applyCredential(w http.ResponseWriter, x *exchange, inj *creden
 		return nil, true
 	}
 	scrub, err := inj.Apply(x.r.Context(), out)
+	if errors.Is(err, credentials.ErrAWSRequest) { // credentials/sigv4.go: the client must change the request
+		s.upstreamFailed(w, x, http.StatusBadRequest, contract.CodeInvalidBody, err.Error())
+		return nil, false
+	}
 	if err != nil {
 		s.log.Error("applying credential failed", zap.String("session_id", x.t.sess.ID),
 			zap.String("connector", x.ev.ConnectorFQN), zap.String("credential_kind", x.ev.CredentialKind), zap.Error(err))
@@ -272,6 +276,9 @@ const statusClientClosed = 499
 // code and a message that leaks no internals.
 func classifyUpstreamError(err error, target string) (int, contract.Code, string) {
 	var ne net.Error
+	if pe, ok := isUpstreamProxyError(err); ok { // upstreamproxy.go
+		return http.StatusBadGateway, contract.CodeUpstreamUnreachable, pe.Error()
+	}
 	switch {
 	case isAddressRefused(err):
 		return http.StatusBadGateway, contract.CodeUpstreamAddressRefused,

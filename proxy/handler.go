@@ -36,6 +36,8 @@ type exchange struct {
 	// mcp filters the answer of an MCP request with tools/list in it
 	// (mcp.go); nil for every other request.
 	mcp *mcpExchange
+	// gitCaps are a held git push's capabilities (gitpush.go).
+	gitCaps []string
 }
 
 func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -89,15 +91,23 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.approval {
 		outcome := ApprovalDenied
+		var pv *preview.Preview
 		if s.cfg.Approver != nil {
-			held, ok := s.holdBody(w, x) // hold.go: what is approved is what is sent
+			var ok bool
+			pv, ok = s.gitPushPreview(w, x) // gitpush.go: the pack stays unread
 			if !ok {
 				return
 			}
-			defer held.close()
-			pv := s.approvalPreview(x, m, held, d.directive)
+			if pv == nil {
+				held, ok := s.holdBody(w, x) // hold.go: what is approved is what is sent
+				if !ok {
+					return
+				}
+				defer held.close()
+				pv = s.approvalPreview(x, m, held, d.directive)
+			}
 			// A client that leaves withdraws its request (serve_h1.go).
-			ctx, stopWatch := clientWatch(w, r, true)
+			ctx, stopWatch := clientWatch(w, r, pv.GitPush == nil)
 			outcome = s.cfg.Approver.Await(ctx, ApprovalRequest{
 				SessionID: t.sess.ID, ConnectorFQN: m.ConnectorFQN, Tool: m.Tool, Operation: op.Name,
 				Method: r.Method, Host: t.target, Path: x.path, Fields: x.ev.Fields, Preview: pv,
@@ -108,7 +118,7 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case ApprovalApproved:
 			reason = reasonApproved
 		case ApprovalTimedOut:
-			s.deny(w, x, http.StatusForbidden, errorDetail{Code: contract.CodeApprovalTimeout,
+			s.denyHeld(w, x, pv, http.StatusForbidden, errorDetail{Code: contract.CodeApprovalTimeout,
 				Message: fmt.Sprintf("%s %s of %s needs a person's approval and none came in time; ask them to watch `aileron-proxy approvals list` and retry", m.Tool, op.Name, m.ConnectorFQN)})
 			return
 		default:
@@ -116,7 +126,7 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if s.cfg.Approver == nil {
 				msg = fmt.Sprintf("%s %s of %s needs a person's approval and this proxy has no approval surface", m.Tool, op.Name, m.ConnectorFQN)
 			}
-			s.deny(w, x, http.StatusForbidden, errorDetail{Code: contract.CodeApprovalDenied, Message: msg})
+			s.denyHeld(w, x, pv, http.StatusForbidden, errorDetail{Code: contract.CodeApprovalDenied, Message: msg})
 			return
 		}
 	}

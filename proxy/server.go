@@ -148,6 +148,9 @@ func New(cfg Config) (*Server, error) {
 		roots.AddCert(c)
 	}
 	s.dialer = newDialer(resolve, limits.DialTimeout)
+	if s.dialer.upstream, err = compileUpstreamProxy(cfg.UpstreamProxy, s.log); err != nil {
+		return nil, fmt.Errorf("configuring the proxy: %w", err)
+	}
 	s.transport = &http.Transport{
 		Proxy:                  nil, // never an environment proxy
 		DialContext:            s.dialRaw,

@@ -55,6 +55,7 @@ type credentialSetFlags struct {
 	refreshFile      string
 	refreshStdin     bool
 	scopes           []string
+	aws              awsCredentialFlags
 }
 
 func newCredentialSetCmd(a *app) *cobra.Command {
@@ -62,7 +63,7 @@ func newCredentialSetCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "set FQN --kind KIND (--from-env VAR | --from-file PATH | --from-exec CMD | --stdin | --token-url URL ...)",
 		Short: "Bind a credential to a connector",
-		Long: `Bind the credential of kind KIND (oauth2, api_key, bearer or basic) for connector FQN, replacing any existing one of that kind.
+		Long: `Bind the credential of kind KIND (oauth2, api_key, bearer, basic or aws_sigv4) for connector FQN, replacing any existing one of that kind.
 
 The secret comes from exactly one source, read by serve at request time:
   --from-env VAR     serve's environment variable VAR
@@ -78,9 +79,12 @@ It is sent as "Authorization: Bearer <secret>" unless:
 
 With --kind oauth2, instead of a source, --token-url, --client-id, a refresh token (--refresh-token-from-env, --refresh-token-from-file or --refresh-token-stdin) and optionally a client secret (--client-secret-from-env or --client-secret-from-file) and --scope make serve refresh access tokens before they expire.
 
+With --kind aws_sigv4, serve drops the client's AWS Signature Version 4 and signs each request again: the secret source holds the secret access key, --access-key-id-from-env or --access-key-id-from-file the access key id, and optionally --session-token-from-env or --session-token-from-file a session token; or --from-aws-profile NAME takes all three from the host's AWS configuration. Region and service come from the host name unless --aws-region and --aws-service say them.
+
 Secrets shorter than 4 bytes are refused: they cannot be scrubbed from responses. Exit status 2 means the flags do not form a valid credential.`,
 		Example: `  aileron-proxy credential set github://acme/aileron-connector-github --kind bearer --from-exec 'gh auth token'
   printf %s "$JIRA_API_TOKEN" | aileron-proxy credential set github://acme/jira --kind basic --username me@example.com --stdin
+  aileron-proxy credential set github://acme/aws --kind aws_sigv4 --access-key-id-from-env AWS_ACCESS_KEY_ID --from-env AWS_SECRET_ACCESS_KEY
   aileron-proxy credential set github://acme/google --kind oauth2 --token-url https://oauth2.googleapis.com/token --client-id ID --client-secret-from-env GOOGLE_CLIENT_SECRET --refresh-token-from-file ~/.config/google/refresh --scope https://www.googleapis.com/auth/gmail.readonly`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -105,7 +109,7 @@ Secrets shorter than 4 bytes are refused: they cannot be scrubbed from responses
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.kind, "kind", "", "credential `KIND`: oauth2, api_key, bearer or basic (required)")
+	fl.StringVar(&f.kind, "kind", "", "credential `KIND`: oauth2, api_key, bearer, basic or aws_sigv4 (required)")
 	fl.StringVar(&f.fromEnv, "from-env", "", "read the secret from serve's environment variable `VAR`")
 	fl.StringVar(&f.fromFile, "from-file", "", "read the secret from the file at `PATH`")
 	fl.StringVar(&f.fromExec, "from-exec", "", "run `CMD` with /bin/sh -c and use its stdout")
@@ -122,6 +126,7 @@ Secrets shorter than 4 bytes are refused: they cannot be scrubbed from responses
 	fl.StringVar(&f.refreshFile, "refresh-token-from-file", "", "read the oauth2 refresh token from the file at `PATH`")
 	fl.BoolVar(&f.refreshStdin, "refresh-token-stdin", false, "read the oauth2 refresh token from stdin now and store it")
 	fl.StringArrayVar(&f.scopes, "scope", nil, "oauth2 `SCOPE` to request on refresh (repeatable)")
+	f.aws.register(cmd) // credential_aws.go
 	return cmd
 }
 
@@ -141,16 +146,22 @@ func (f *credentialSetFlags) binding(cmd *cobra.Command, a *app, fqn string) (cr
 	usagef := func(format string, args ...any) error { return usageError(fmt.Errorf(format, args...)) }
 
 	if !changed("kind") {
-		return credentials.Binding{}, usagef("--kind is required: pass --kind oauth2, api_key, bearer or basic (the credential the connector's operations declare)")
+		return credentials.Binding{}, usagef("--kind is required: pass --kind oauth2, api_key, bearer, basic or aws_sigv4 (the credential the connector's operations declare)")
 	}
 	kind, err := credentials.ParseKind(f.kind)
 	if err != nil {
-		return credentials.Binding{}, usagef("--kind %q is not a credential kind: pass oauth2, api_key, bearer or basic", f.kind)
+		return credentials.Binding{}, usagef("--kind %q is not a credential kind: pass oauth2, api_key, bearer, basic or aws_sigv4", f.kind)
 	}
 	b := credentials.Binding{FQN: fqn, Kind: kind, Username: f.username,
 		Placement: credentials.Placement{Header: f.header, Format: f.format, Query: f.query}}
 
 	sources := given("from-env", "from-file", "from-exec", "stdin")
+	if kind == credentials.KindAWSSigV4 {
+		return f.aws.awsBinding(a, b, given, sources, f)
+	}
+	if aws := given(awsFlagNames...); len(aws) > 0 {
+		return b, usagef("%s only apply to --kind aws_sigv4", strings.Join(aws, ", "))
+	}
 	oauthFlags := given("token-url", "client-id", "client-secret-from-env", "client-secret-from-file",
 		"refresh-token-from-env", "refresh-token-from-file", "refresh-token-stdin", "scope")
 	const sourceHelp = "--from-env VAR, --from-file PATH, --from-exec 'CMD' or --stdin"

@@ -256,7 +256,9 @@ func TestCredentialFlagsTakeNoSecret(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	want := "client-id client-secret-from-env client-secret-from-file format from-env from-exec from-file header kind query refresh-token-from-env refresh-token-from-file refresh-token-stdin scope stdin token-url username"
+	// The aws_sigv4 flags name variables, paths, a profile, a region and a
+	// service: none takes a key.
+	want := "access-key-id-from-env access-key-id-from-file aws-region aws-service client-id client-secret-from-env client-secret-from-file format from-aws-profile from-env from-exec from-file header kind query refresh-token-from-env refresh-token-from-file refresh-token-stdin scope session-token-from-env session-token-from-file stdin token-url username"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("credential set flags:\n got %s\nwant %s", got, want)
 	}

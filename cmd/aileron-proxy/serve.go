@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/aileron-dev/aileron-proxy/credentials"
 	"github.com/aileron-dev/aileron-proxy/daemon"
 )
 
@@ -20,6 +23,9 @@ func newServeCmd(a *app) *cobra.Command {
 		configFile string
 		cfg        daemon.Config
 		resolve    []string
+		upPwEnv    string
+		upPwFile   string
+		upPwExec   string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
@@ -38,8 +44,17 @@ Settings come from the config file ($AILERON_HOME/config.json when it
 exists, or --config), then from flags, which win. The file is JSON with
 optional comments; its keys use the flag words: proxy_listen, api_listen,
 resolve, upstream_ca, passthrough, approval_timeout, reload_interval,
-shutdown_timeout, advertise_proxy_addr and limits (the proxy's size, count
-and timeout limits). See configs/aileron.example.jsonc.
+shutdown_timeout, advertise_proxy_addr, limits (the proxy's size, count
+and timeout limits) and upstream_proxy, upstream_no_proxy,
+upstream_proxy_user, upstream_proxy_password_env and
+upstream_proxy_password_file. See configs/aileron.example.jsonc.
+
+With --upstream-proxy, every upstream connection (intercepted or
+passthrough) goes through that corporate proxy with CONNECT, except
+--resolve targets and --upstream-no-proxy hosts; "env" takes serve's own
+HTTPS_PROXY and NO_PROXY. Its basic credentials come from
+--upstream-proxy-user and a password source, never from the URL; add the
+root of a TLS-inspecting proxy with --upstream-ca.
 
 The garbage collector runs at GOGC=300 unless GOGC is set: the proxy's live
 heap is small and collecting it a third as often is about a tenth less CPU
@@ -47,7 +62,8 @@ per request (docs/bench.md); set GOGC=100 or GOMEMLIMIT to trade the CPU
 back for memory.`,
 		Example: `  aileron-proxy serve
   aileron-proxy serve --resolve api.example.com:443=127.0.0.1:8443 --upstream-ca upstream.pem
-  aileron-proxy serve --passthrough '*.packages.example.com' --proxy-listen 0.0.0.0:3128`,
+  aileron-proxy serve --passthrough '*.packages.example.com' --proxy-listen 0.0.0.0:3128
+  aileron-proxy serve --upstream-proxy http://proxy.corp.example:3128 --upstream-proxy-user me --upstream-proxy-password-from-env PROXY_PASSWORD`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if os.Getenv("GOGC") == "" {
@@ -80,6 +96,9 @@ back for memory.`,
 			if flags.Changed("passthrough") {
 				merged.Passthrough = cfg.Passthrough
 			}
+			if err := upstreamProxyFlags(flags, cfg, &merged, upPwEnv, upPwFile, upPwExec); err != nil {
+				return err
+			}
 			if flags.Changed("approval-timeout") {
 				merged.ApprovalTimeout = cfg.ApprovalTimeout
 			}
@@ -100,6 +119,43 @@ back for memory.`,
 	f.StringArrayVar(&resolve, "resolve", nil, "HOST:PORT=IP:PORT: dial this address for that upstream (repeatable; exempt from the private-address guard)")
 	f.StringArrayVar(&cfg.UpstreamCAFiles, "upstream-ca", nil, "PEM file of extra roots trusted for upstream TLS (repeatable)")
 	f.StringArrayVar(&cfg.Passthrough, "passthrough", nil, "host glob tunnelled without interception or credentials, e.g. '*.packages.example.com' (repeatable)")
+	f.StringVar(&cfg.UpstreamProxy, "upstream-proxy", "", `corporate proxy for every upstream connection: http://HOST:PORT, or "env" for serve's HTTPS_PROXY and NO_PROXY`)
+	f.StringSliceVar(&cfg.UpstreamNoProxy, "upstream-no-proxy", nil, "hosts dialled without the upstream proxy, in NO_PROXY syntax (comma-separated or repeated)")
+	f.StringVar(&cfg.UpstreamProxyUser, "upstream-proxy-user", "", "user name for the upstream proxy's basic authentication")
+	f.StringVar(&upPwEnv, "upstream-proxy-password-from-env", "", "read the upstream proxy password from serve's environment variable VAR")
+	f.StringVar(&upPwFile, "upstream-proxy-password-from-file", "", "read the upstream proxy password from the file at PATH")
+	f.StringVar(&upPwExec, "upstream-proxy-password-from-exec", "", "run CMD with /bin/sh -c and use its stdout as the upstream proxy password")
 	f.DurationVar(&cfg.ApprovalTimeout, "approval-timeout", daemon.DefaultApprovalTimeout, "how long a request waits for an approval decision")
 	return cmd
+}
+
+// upstreamProxyFlags merges the --upstream-proxy* flags into merged.
+func upstreamProxyFlags(flags *pflag.FlagSet, cfg daemon.Config, merged *daemon.Config, pwEnv, pwFile, pwExec string) error {
+	if flags.Changed("upstream-proxy") {
+		merged.UpstreamProxy = cfg.UpstreamProxy
+	}
+	if flags.Changed("upstream-no-proxy") {
+		merged.UpstreamNoProxy = cfg.UpstreamNoProxy
+	}
+	if flags.Changed("upstream-proxy-user") {
+		merged.UpstreamProxyUser = cfg.UpstreamProxyUser
+	}
+	var srcs []credentials.Source
+	if pwEnv != "" {
+		srcs = append(srcs, credentials.Source{Type: credentials.SourceEnv, Ref: pwEnv})
+	}
+	if pwFile != "" {
+		srcs = append(srcs, credentials.Source{Type: credentials.SourceFile, Ref: pwFile})
+	}
+	if pwExec != "" {
+		srcs = append(srcs, credentials.Source{Type: credentials.SourceExec, Ref: pwExec})
+	}
+	switch len(srcs) {
+	case 0:
+	case 1:
+		merged.UpstreamProxyPassword = srcs[0]
+	default:
+		return usageError(errors.New("give one of --upstream-proxy-password-from-env, -from-file and -from-exec"))
+	}
+	return nil
 }

@@ -122,6 +122,9 @@ type Preview struct {
 	Query      []Field `json:"query,omitempty"`
 	Body       *Body   `json:"body,omitempty"`
 	Fetch      *Fetch  `json:"fetch,omitempty"`
+	// GitPush is a git push's ref updates; its pack is not previewed
+	// and Body is nil.
+	GitPush *GitPush `json:"git_push,omitempty"`
 }
 
 // Clone returns a deep copy.
@@ -141,6 +144,11 @@ func (p *Preview) Clone() *Preview {
 		f := *p.Fetch
 		f.Fields = slices.Clone(p.Fetch.Fields)
 		c.Fetch = &f
+	}
+	if p.GitPush != nil {
+		g := *p.GitPush
+		g.Updates = slices.Clone(p.GitPush.Updates)
+		c.GitPush = &g
 	}
 	return &c
 }
