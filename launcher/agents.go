@@ -76,6 +76,10 @@ var agents = map[string]Agent{
 		},
 		Example:     `claude -p "summarise README.md"`,
 		postinstall: "(cd /usr/local/lib/node_modules/@anthropic-ai/claude-code && node install.cjs)",
+		// The workspace is trusted (the sandbox is the trust boundary):
+		// without it Claude Code ignores the project's permissions, so the
+		// MCP tools' allow entry (mcpConfigs) would not apply in -p mode.
+		extra: claudeTrust,
 	},
 	"codex": {
 		Name: "codex", Title: "Codex CLI", Command: "codex", Package: "@openai/codex@0.169.0",

@@ -87,7 +87,7 @@ var mcpConfigs = map[string][]mcpConfig{
 		// in -p mode: both for this server only.
 		{path: ".claude/settings.json", set: func(doc map[string]any) {
 			addString(doc, "enabledMcpjsonServers", MCPServerName)
-			addString(child(doc, "permissions"), "allow", "mcp__"+MCPServerName)
+			addString(child(doc, "permissions"), "allow", "mcp__"+MCPServerName+"__*")
 		}},
 	},
 	"gemini": {
@@ -112,6 +112,12 @@ var mcpConfigs = map[string][]mcpConfig{
 		}},
 	},
 }
+
+// claudeTrust is the Claude Code recipe's Dockerfile block that marks the
+// sandbox's workspace trusted in ~/.claude.json.
+const claudeTrust = `RUN printf '%s\n' '{"projects": {"` + WorkspacePath + `": {"hasTrustDialogAccepted": true}}}' > /home/agent/.claude.json \
+ && chown agent:agent /home/agent/.claude.json
+`
 
 // codexMCPConfig is the [mcp_servers] table the Codex recipe appends to
 // /etc/codex/config.toml; env_vars passes the sandbox's variables on

@@ -64,7 +64,7 @@ func TestInitMergesMCPConfig(t *testing.T) {
 		t.Errorf(".mcp.json = %v", mcpJSON)
 	}
 	perms := settings["permissions"].(map[string]any)
-	if got, _ := json.Marshal(perms["allow"]); string(got) != `["Bash(ls)","mcp__aileron"]` || perms["deny"] == nil || settings["model"] != "m" {
+	if got, _ := json.Marshal(perms["allow"]); string(got) != `["Bash(ls)","mcp__aileron","mcp__aileron__*"]` || perms["deny"] == nil || settings["model"] != "m" {
 		t.Errorf("settings = %v", settings)
 	}
 	if got, _ := json.Marshal(settings["enabledMcpjsonServers"]); string(got) != `["aileron"]` {
