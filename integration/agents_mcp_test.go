@@ -48,10 +48,6 @@ var mcpAgentCases = []mcpAgentCase{
 		// Claude Code: mcp__<server>__<tool>.
 		tool: "mcp__aileron__demo__items_get",
 		argv: []string{"claude", "-p", mcpPrompt},
-		// Claude Code lists the tools and loads the schema through
-		// ToolSearch, but `aileron-proxy mcp` closes stdio (cleanly) when
-		// the tools/call arrives, so the call ends "Connection closed".
-		broken: "aileron-proxy mcp exits when Claude Code sends tools/call (Connection closed); not fixed yet",
 	},
 	{
 		name: "gemini", connector: "google", fqn: "github://acme/aileron-connector-google",
