@@ -52,7 +52,8 @@ var mcpAgentCases = []mcpAgentCase{
 	{
 		name: "gemini", connector: "google", fqn: "github://acme/aileron-connector-google",
 		credential: []string{"--kind", "api_key", "--header", "x-goog-api-key"}, host: "generativelanguage.googleapis.com",
-		tool: "demo__items_get",
+		// Gemini CLI: mcp_<server>_<tool>.
+		tool: "mcp_aileron_demo__items_get",
 		argv: []string{"gemini", "-p", mcpPrompt},
 	},
 }
