@@ -87,9 +87,15 @@ func (s *Server) mcpFor(sess *session.Session) *mcpSession {
 		},
 	})
 	ms := &mcpSession{
-		srv:     srv,
-		handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, nil),
-		stop:    make(chan struct{}),
+		srv: srv,
+		// The SDK's DNS-rebinding guard refuses a non-loopback Host on a
+		// loopback listener, which is every sandbox's request: the API relay
+		// on the network's gateway forwards it. The guard is not needed here:
+		// each request was authenticated with the session's bearer token
+		// before it reached this handler, which a rebound page never holds.
+		handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() },
+			&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true}),
+		stop: make(chan struct{}),
 	}
 	s.mcp.m[sess.ID] = ms
 	go ms.watch(s, sess)

@@ -246,3 +246,38 @@ func connectNoToken(h *harness) (*mcp.ClientSession, error) {
 	defer cancel()
 	return cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.url + MCPPath, MaxRetries: -1}, nil)
 }
+
+// TestMCPThroughRelayHost: a sandbox reaches the API through a relay on
+// its network's gateway, so its MCP requests carry that address as Host
+// on the loopback listener. With the session token they are served;
+// without it they are refused whatever the Host.
+func TestMCPThroughRelayHost(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	cs := h.createSession(fqnOther)
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"relay","version":"1"}}}`
+	post := func(token string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, h.url+MCPPath, strings.NewReader(initialize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "192.168.48.1:33653"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post(cs.APIToken); code != http.StatusOK || !strings.Contains(body, `"protocolVersion":"2025-06-18"`) {
+		t.Errorf("initialize through the relay's Host = %d %s, want 200 and the negotiated version", code, body)
+	}
+	if code, _ := post(""); code != http.StatusUnauthorized {
+		t.Errorf("initialize without the token = %d, want 401", code)
+	}
+}

@@ -122,6 +122,15 @@ check denied "$([ "$code" = 403 ]; echo $?)" "status $code"
 out=$(testapi items.list --args '{}' 2>&1)
 check shim "$(has '"items":[{"id":"1"}]' "$out")" "$out"
 
+# The static binary is mounted read-only on PATH: its MCP server answers
+# one JSON-RPC message per line (stdin stays open until the answers are in).
+mcp=$( { printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' \
+  '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+  '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"testapi__items_list","arguments":{}}}'; sleep 4; } | aileron-proxy mcp 2>&1)
+check mcp "$(has '"structuredContent":{"items":[{"id":"1"}]' "$mcp")" "$mcp"
+bin=$(command -v aileron-proxy)
+check mcp-binary "$([ "$bin" = /usr/local/bin/aileron-proxy ] && ! [ -w "$bin" ] && ! touch "$bin" 2>/dev/null; echo $?)" "$bin is missing or writable"
+
 out=$(curl -sS --noproxy '*' --connect-timeout 5 --max-time 8 -o /dev/null "https://$1/v1/items" 2>&1)
 check direct-upstream "$([ $? != 0 ]; echo $?)" "reached $1 directly"
 
@@ -169,7 +178,7 @@ func TestLaunchRealSandbox(t *testing.T) {
 			if code != 3 {
 				t.Errorf("launch exited %d, want the agent's 3", code)
 			}
-			for _, want := range []string{"user", "curl", "wget", "denied", "shim", "direct-upstream", "direct-daemon", "host-service", "hardened", "no-loopback", "api-url", "workspace"} {
+			for _, want := range []string{"user", "curl", "wget", "denied", "shim", "mcp", "mcp-binary", "direct-upstream", "direct-daemon", "host-service", "hardened", "no-loopback", "api-url", "workspace"} {
 				if !strings.Contains(stdout, "ok "+want+"\n") {
 					t.Errorf("check %s did not pass", want)
 				}

@@ -257,7 +257,7 @@ func TestMCPStdioRawLines(t *testing.T) {
 			if !strings.Contains(fmt.Sprint(list["result"]), "testapi__items_list") {
 				t.Errorf("tools/list = %v", list)
 			}
-			send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"testapi__items_get","arguments":{"id":"7"}}}`)
+			send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"testapi__items_get","arguments":{"id":"7"},"_meta":{"progressToken":5,"claudecode/toolUseId":"toolu_x"}}}`)
 			call := recv()
 			r, _ := call["result"].(map[string]any)
 			if r == nil || r["isError"] == true || !strings.Contains(fmt.Sprint(r["structuredContent"]), "7") {

@@ -255,6 +255,15 @@ func TestSandboxUpExecFiles(t *testing.T) {
 			t.Errorf("the sandbox's environment and its first process's command line and environment: want them readable and without the control token, got %v", r["exitCode"])
 		}
 
+		// The static binary is on PATH, read-only: an agent's MCP client
+		// starts `aileron-proxy mcp`, which reaches the session's tools.
+		mcpLines := `'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' ` +
+			`'{"jsonrpc":"2.0","method":"notifications/initialized"}' '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'`
+		r = c.exec(map[string]any{"command": "test ! -w /usr/local/bin/aileron-proxy || echo writable; { printf '%s\\n' " + mcpLines + "; sleep 3; } | aileron-proxy mcp"})
+		if out, _ := r["stdout"].(string); r["exitCode"] != 0.0 || strings.Contains(out, "writable") || !strings.Contains(out, `"name":"testapi__items_list"`) {
+			t.Errorf("aileron-proxy mcp in the sandbox = %v", r)
+		}
+
 		// The CLI: exec passes stdio and the exit status, ls lists it.
 		stdout, stderr, code := launchCLI(t, e.home, []string{"CI_SANDBOX_V=from-env"}, time.Minute, "sandbox", "exec", sb.ID, "--cwd", "/tmp", "--env", "K=v 1", "--", "sh", "-c", "pwd; echo $K; echo e >&2; exit 5")
 		if code != 5 || stdout != "/tmp\nv 1\n" || !strings.Contains(stderr, "e\n") {

@@ -76,6 +76,10 @@ var agents = map[string]Agent{
 		},
 		Example:     `claude -p "summarise README.md"`,
 		postinstall: "(cd /usr/local/lib/node_modules/@anthropic-ai/claude-code && node install.cjs)",
+		// The workspace is trusted (the sandbox is the trust boundary):
+		// without it Claude Code ignores the project's permissions, so the
+		// MCP tools' allow entry (mcpConfigs) would not apply in -p mode.
+		extra: claudeTrust,
 	},
 	"codex": {
 		Name: "codex", Title: "Codex CLI", Command: "codex", Package: "@openai/codex@0.169.0",
@@ -85,10 +89,13 @@ var agents = map[string]Agent{
 		Env:         map[string]string{"CODEX_API_KEY": PlaceholderValue},
 		Example:     `codex exec --skip-git-repo-check "summarise README.md"`,
 		// System config: update checks, analytics, feedback uploads and the
-		// ChatGPT-account features (apps, curated plugins, remote model list) off.
+		// ChatGPT-account features (apps, curated plugins, remote model list)
+		// off; the session's MCP server (codexMCPConfig).
 		extra: `RUN mkdir -p /etc/codex \
  && printf '%s\n' 'check_for_update_on_startup = false' '[analytics]' 'enabled = false' \
-      '[feedback]' 'enabled = false' '[features]' 'apps = false' 'plugins = false' 'remote_models = false' 'api_key_model_discovery = false' > /etc/codex/config.toml
+      '[feedback]' 'enabled = false' '[features]' 'apps = false' 'plugins = false' 'remote_models = false' 'api_key_model_discovery = false' \
+      '[mcp_servers.aileron]' 'command = "aileron-proxy"' 'args = ["mcp"]' \
+      'env_vars = ["AILERON_API_URL", "AILERON_TOKEN", "AILERON_SESSION_ID"]' > /etc/codex/config.toml
 `,
 	},
 	"gemini": {

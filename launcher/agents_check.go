@@ -24,6 +24,9 @@ type AgentHost struct {
 	HasCredential func(fqn, kind string) bool
 	// ContainerEnv is the plan's containerEnv.
 	ContainerEnv map[string]string
+	// Project is the project directory, which holds the agent's MCP
+	// configuration (CheckMCP is skipped when empty).
+	Project string
 }
 
 // CheckAgentRecipe validates what a known agent needs beyond the image contract
@@ -84,5 +87,21 @@ func CheckAgentRecipe(ctx context.Context, rt Runtime, image string, a Agent, ho
 		p.Detail = fmt.Sprintf("containerEnv does not set %s, which %s needs to start", a.Placeholder, a.Command)
 		p.Fix = fmt.Sprintf("add %q: %q to containerEnv in %s (the proxy injects the real key), or %s", a.Placeholder, PlaceholderValue, DevContainerPath, rebuild)
 	}
-	return append(res, p), nil
+	res = append(res, p)
+	if host.Project == "" {
+		return res, nil
+	}
+	m, err := checkAgentMCP(ctx, a, host.Project, func(ctx context.Context, cmd ...string) (int, string, error) {
+		var out bytes.Buffer
+		code, err := rt.Run(ctx, RunRequest{Image: image, Entrypoint: cmd[0], Cmd: cmd[1:], Network: "none",
+			Labels: map[string]string{LabelManaged: "true"}, Stdout: &out, Stderr: &out})
+		if err != nil {
+			err = fmt.Errorf("checking the MCP configuration in image %s: %w", image, err)
+		}
+		return code, out.String(), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(res, m), nil
 }

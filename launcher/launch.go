@@ -363,7 +363,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		PidsLimit:       DefaultPidsLimit,
 		Workdir:         plan.WorkspaceFolder,
 		Env:             env,
-		Mounts:          files.mounts(plan, rendered),
+		Mounts:          append(files.mounts(plan, rendered), sandboxBinaryMount(cfg.GuardBinary)),
 		Labels:          labels,
 		ExtraArgs:       plan.RunArgs,
 		Interactive:     true,

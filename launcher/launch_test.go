@@ -407,13 +407,16 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 	if m := run.mounts[WorkspacePath]; m != cfg.Plan.ProjectDir {
 		t.Errorf("workspace mount = %q, want %s read-write", m, cfg.Plan.ProjectDir)
 	}
-	for _, target := range []string{SandboxToolsFile, SandboxShimsDir + "/testapi", SandboxCAFile, SandboxCABundle, SandboxSystemBundle, SandboxManifestsDir} {
+	for _, target := range []string{SandboxToolsFile, SandboxShimsDir + "/testapi", SandboxCAFile, SandboxCABundle, SandboxSystemBundle, SandboxManifestsDir, SandboxBinary} {
 		if !strings.HasSuffix(run.mounts[target], ",ro") {
 			t.Errorf("mount %s = %q, want read-only", target, run.mounts[target])
 		}
 	}
-	if len(run.mounts) != 7 {
-		t.Errorf("mounts = %v, want 7", run.mounts)
+	if m := run.mounts[SandboxBinary]; m != cfg.GuardBinary+",ro" {
+		t.Errorf("binary mount = %q, want the guard's static binary %s read-only", m, cfg.GuardBinary)
+	}
+	if len(run.mounts) != 8 {
+		t.Errorf("mounts = %v, want 8", run.mounts)
 	}
 	if !strings.HasPrefix(run.toolsTxt, "testapi local://test/echo") {
 		t.Errorf("tools.txt = %q", run.toolsTxt)

@@ -70,6 +70,10 @@ func Init(projectDir string, opts InitOptions) ([]string, error) {
 		dc, df := a.scaffold(base)
 		files = map[string][]byte{DevContainerPath: []byte(dc), ".devcontainer/Dockerfile": []byte(df)}
 	}
+	mcpFiles, err := agentMCPFiles(projectDir, opts.Agent)
+	if err != nil {
+		return nil, fmt.Errorf("scaffolding the sandbox: %w", err)
+	}
 	names := []string{DevContainerPath, ".devcontainer/Dockerfile"}
 	if !opts.Force {
 		var existing []string
@@ -97,5 +101,6 @@ func Init(projectDir string, opts InitOptions) ([]string, error) {
 		}
 		written = append(written, path)
 	}
-	return written, nil
+	more, err := writeMCPFiles(projectDir, mcpFiles)
+	return append(written, more...), err
 }

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -176,7 +177,9 @@ func (b *bridge) relay(name string) mcp.ToolHandler {
 				delete(b.progress, key)
 				b.mu.Unlock()
 			}()
-			p.SetProgressToken(tok)
+			if tok, ok := progressToken(tok); ok {
+				p.SetProgressToken(tok)
+			}
 		}
 		return b.remote.CallTool(ctx, p)
 	}
@@ -191,4 +194,19 @@ func (b *bridge) relayProgress(ctx context.Context, r *mcp.ProgressNotificationC
 	if ss != nil {
 		_ = ss.NotifyProgress(ctx, r.Params)
 	}
+}
+
+// progressToken returns a client's progress token (decoded from JSON: a
+// string or a float64) as the SDK takes it: a string or an int64. Another
+// value is not passed on; the SDK panics on any other type.
+func progressToken(tok any) (any, bool) {
+	switch v := tok.(type) {
+	case string, int, int32, int64:
+		return v, true
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			return int64(v), true
+		}
+	}
+	return nil, false
 }

@@ -85,7 +85,10 @@ common tools (git, gh, Node.js, Python, kubectl). Existing files are left alone 
 
 With --agent (` + strings.Join(launcher.AgentNames(), ", ") + `) the Dockerfile installs Node.js and that
 agent from npm, versions pinned, and containerEnv sets the placeholder key the agent needs to start
-plus its telemetry-off settings; see docs/agents.md.`,
+plus its telemetry-off settings. It also configures the agent's MCP server "aileron", which
+runs aileron-proxy mcp in the sandbox (.mcp.json and .claude/settings.json for claude,
+.gemini/settings.json for gemini, opencode.json for opencode, the image's config for codex),
+adding its entries to existing files and keeping the rest; see docs/agents.md and docs/mcp.md.`,
 		Example: `  aileron-proxy sandbox init
   aileron-proxy sandbox init --agent claude
   aileron-proxy sandbox init --project ../agent-repo --force`,
@@ -223,7 +226,8 @@ tier 0/1 only when missing), then validate it in a throwaway container without n
 /bin/sh runs, ` + launcher.WorkspacePath + ` is writable when mounted, the agent command is on PATH,
 and wget (used by connector shims) is present. For an agent with a recipe (` + strings.Join(launcher.AgentNames(), ", ") + `)
 it also checks that the agent's --version runs, that its model connector is installed and
-has a credential, and that containerEnv sets its placeholder key. Each failure names its fix.
+has a credential, that containerEnv sets its placeholder key, and that the agent's MCP
+configuration starts aileron-proxy mcp. Each failure names its fix.
 
 Exit status: 0 when every check passes, 1 when one fails or the image cannot be prepared, 2 on usage errors.`,
 		Example: `  aileron-proxy sandbox check --agent=claude

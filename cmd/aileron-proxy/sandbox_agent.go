@@ -37,5 +37,6 @@ func (a *app) checkAgentRecipe(ctx context.Context, rt launcher.Runtime, plan *l
 			return ok
 		},
 		ContainerEnv: plan.ContainerEnv,
+		Project:      plan.ProjectDir,
 	})
 }
