@@ -81,32 +81,35 @@ var agentCases = []agentCase{
 	},
 }
 
-// agentImages builds each (agent, runtime) image once per test run.
-var agentImages sync.Map // "agent/runtime" → *agentImage
+// sharedImages holds the sandbox images built once per test run, each for
+// one runtime; TestMain removes them at the end.
+var sharedImages sync.Map // "name/runtime" → *sharedImage
 
-type agentImage struct {
+type sharedImage struct {
 	once           sync.Once
 	kind           string
 	project, image string
 	err            error
 }
 
-// buildAgentImage scaffolds the recipe with `sandbox init --agent` into a
-// project shared by every test of this run and builds it with `sandbox
-// build`, trusting env's SSL_CERT_FILE as the host's CA bundle.
-func buildAgentImage(t *testing.T, agent, kind string, env []string) string {
+// buildSharedImage builds the sandbox image of a project named name once
+// per test run: scaffold writes its .devcontainer (home is a throwaway
+// aileron-proxy home), then `sandbox build` builds it, trusting env's
+// SSL_CERT_FILE as the host's CA bundle. Tests launch with --project set
+// to the returned directory and --sandbox-build=never.
+func buildSharedImage(t *testing.T, name, kind string, env []string, scaffold func(home, project string) error) string {
 	t.Helper()
-	v, _ := agentImages.LoadOrStore(agent+"/"+kind, &agentImage{})
-	img := v.(*agentImage)
+	v, _ := sharedImages.LoadOrStore(name+"/"+kind, &sharedImage{})
+	img := v.(*sharedImage)
 	img.once.Do(func() {
-		dir, err := os.MkdirTemp("", "aileron-agent-"+agent+"-")
+		dir, err := os.MkdirTemp("", "aileron-image-"+name+"-")
 		if err != nil {
 			img.err = err
 			return
 		}
-		// Named after the agent, as is the image; owned by the sandbox's
-		// user (uid 1000) so that the agent runs as it.
-		img.project = filepath.Join(dir, agent)
+		// The image is named after the project; the project is owned by
+		// the sandbox's user (uid 1000) so that the agent runs as it.
+		img.project = filepath.Join(dir, name)
 		if img.err = os.Mkdir(img.project, 0o755); img.err != nil {
 			return
 		}
@@ -114,17 +117,16 @@ func buildAgentImage(t *testing.T, agent, kind string, env []string) string {
 			img.err = os.Chmod(img.project, 0o777)
 		}
 		home := t.TempDir()
-		if out, errOut, code := launchCLI(t, home, nil, time.Minute, "sandbox", "init", "--agent", agent, "--project", img.project); code != 0 {
-			img.err = fmt.Errorf("sandbox init --agent %s: exit %d\n%s%s", agent, code, out, errOut)
+		if img.err = scaffold(home, img.project); img.err != nil {
 			return
 		}
 		if out, errOut, code := launchCLI(t, home, env, 20*time.Minute, "sandbox", "build", "--runtime", kind, "--project", img.project); code != 0 {
-			img.err = fmt.Errorf("sandbox build (%s, %s): exit %d\n%s%s", agent, kind, code, out, lastN(errOut, 3000))
+			img.err = fmt.Errorf("sandbox build (%s, %s): exit %d\n%s%s", name, kind, code, out, lastN(errOut, 3000))
 			return
 		}
 		out, _, code := launchCLI(t, home, nil, time.Minute, "sandbox", "plan", "--json", "--runtime", kind, "--project", img.project)
 		if code != 0 {
-			img.err = fmt.Errorf("sandbox plan (%s, %s): exit %d", agent, kind, code)
+			img.err = fmt.Errorf("sandbox plan (%s, %s): exit %d", name, kind, code)
 			return
 		}
 		img.kind, img.image = kind, jsonField(t, out, "image")
@@ -135,11 +137,23 @@ func buildAgentImage(t *testing.T, agent, kind string, env []string) string {
 	return img.project
 }
 
-// removeAgentImages removes the images buildAgentImage built (each is
+// buildAgentImage scaffolds the recipe with `sandbox init --agent` and
+// builds it once per test run (buildSharedImage).
+func buildAgentImage(t *testing.T, agent, kind string, env []string) string {
+	t.Helper()
+	return buildSharedImage(t, agent, kind, env, func(home, project string) error {
+		if out, errOut, code := launchCLI(t, home, nil, time.Minute, "sandbox", "init", "--agent", agent, "--project", project); code != 0 {
+			return fmt.Errorf("sandbox init --agent %s: exit %d\n%s%s", agent, code, out, errOut)
+		}
+		return nil
+	})
+}
+
+// removeSharedImages removes the images buildSharedImage built (each is
 // several hundred MB, and every build gets a new tag).
-func removeAgentImages() {
-	agentImages.Range(func(k, v any) bool {
-		img := v.(*agentImage)
+func removeSharedImages() {
+	sharedImages.Range(func(k, v any) bool {
+		img := v.(*sharedImage)
 		if img.image != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			_ = exec.CommandContext(ctx, img.kind, "rmi", "--force", "--no-prune", img.image).Run()
@@ -148,7 +162,7 @@ func removeAgentImages() {
 		if img.project != "" {
 			os.RemoveAll(filepath.Dir(img.project))
 		}
-		agentImages.Delete(k)
+		sharedImages.Delete(k)
 		return true
 	})
 }
@@ -161,18 +175,24 @@ func lastN(s string, n int) string {
 }
 
 // inSandboxScript runs the agent ("$@" after the pattern), then looks for
-// the canary in the sandbox's environment, process list and files. $1 is a
-// pattern that matches the canary without containing it.
+// the canary in the sandbox (sandboxSecretScan). $1 is a pattern that
+// matches the canary without containing it.
 const inSandboxScript = `pat=$1; shift
 "$@" </dev/null; rc=$?
 echo "aileron-agent-exit:$rc"
-n=0
-env | grep -q -- "$pat" && { echo "canary in env"; n=1; }
+` + sandboxSecretScan
+
+// sandboxSecretScan looks for $pat, an extended regular expression that
+// matches the secrets without containing them, in the sandbox's
+// environment, process list and files, and prints
+// "aileron-canary-found:0" when it is nowhere.
+const sandboxSecretScan = `n=0
+env | grep -qE -- "$pat" && { echo "canary in env"; n=1; }
 for p in /proc/[0-9]*; do
-  tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -q -- "$pat" && { echo "canary in $p/cmdline"; n=1; }
-  tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -q -- "$pat" && { echo "canary in $p/environ"; n=1; }
+  tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -qE -- "$pat" && { echo "canary in $p/cmdline"; n=1; }
+  tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qE -- "$pat" && { echo "canary in $p/environ"; n=1; }
 done
-files=$(grep -rl -- "$pat" /home /tmp /etc /usr/local/etc /run /var/tmp 2>/dev/null | head -5)
+files=$(grep -rlE -- "$pat" /home /tmp /etc /usr/local/etc /run /var/tmp 2>/dev/null | head -5)
 [ -n "$files" ] && { echo "canary in files: $files"; n=1; }
 echo "aileron-canary-found:$n"
 `
@@ -186,7 +206,7 @@ func TestAgentsInSandbox(t *testing.T) {
 	if testing.Short() {
 		t.Skip("agent images skipped with -short")
 	}
-	t.Cleanup(removeAgentImages)
+	t.Cleanup(removeSharedImages)
 	runtimes := map[string][]string{"claude": {"docker", "podman"}}
 	for _, ac := range agentCases {
 		kinds := runtimes[ac.name]

@@ -28,6 +28,25 @@ type gitPushEnv struct {
 
 func newGitPushEnv(t *testing.T) *gitPushEnv {
 	t.Helper()
+	g := newGitPushServe(t, "60s")
+	s := createSession(t, g.home)
+	g.s = s
+	g.work = filepath.Join(t.TempDir(), "tools")
+	g.gitEnv = testkit.CleanEnv("HTTPS_PROXY="+s.ProxyURL, "GIT_SSL_CAINFO="+s.CAFile, "GIT_TERMINAL_PROMPT=0",
+		"GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir(), "GIT_AUTHOR_NAME=agent", "GIT_AUTHOR_EMAIL=agent@example.test",
+		"GIT_COMMITTER_NAME=agent", "GIT_COMMITTER_EMAIL=agent@example.test")
+	if out, err := g.cmd("clone", "-q", "https://github.com/acme/tools.git", g.work).CombinedOutput(); err != nil {
+		t.Fatalf("git clone through the proxy: %v\n%s", err, out)
+	}
+	return g
+}
+
+// newGitPushServe starts the git http-backend stand-in for github.com
+// (acme/tools.git with one commit on main) and serve with the shipped
+// GitHub connector, holding a push for up to approvalTimeout; it creates
+// no session.
+func newGitPushServe(t *testing.T, approvalTimeout string) *gitPushEnv {
+	t.Helper()
 	git := testkit.RequireTool(t, "git")
 	root := t.TempDir()
 	bare := filepath.Join(root, "acme", "tools.git")
@@ -63,19 +82,10 @@ func newGitPushEnv(t *testing.T) *gitPushEnv {
 	home := t.TempDir()
 	mustCLI(t, home, "", "connector", "install", "../configs/connectors/github.aileron.connector.v1.json")
 	mustCLI(t, home, canary+"\n", "credential", "set", "github://acme/aileron-connector-github", "--kind", "basic", "--username", "x-access-token", "--stdin")
-	d := startServe(t, home, nil, "--resolve", "github.com:443="+up.addr, "--upstream-ca", up.certFile, "--approval-timeout", "60s")
-	s := createSession(t, home)
-	e := &env{home: home, up: up, d: d, s: s}
+	d := startServe(t, home, nil, "--resolve", "github.com:443="+up.addr, "--upstream-ca", up.certFile, "--approval-timeout", approvalTimeout)
+	e := &env{home: home, up: up, d: d}
 	t.Cleanup(func() { e.assertNoCanary(t) })
-
-	g := &gitPushEnv{env: e, git: git, bare: bare, work: filepath.Join(t.TempDir(), "tools")}
-	g.gitEnv = testkit.CleanEnv("HTTPS_PROXY="+s.ProxyURL, "GIT_SSL_CAINFO="+s.CAFile, "GIT_TERMINAL_PROMPT=0",
-		"GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir(), "GIT_AUTHOR_NAME=agent", "GIT_AUTHOR_EMAIL=agent@example.test",
-		"GIT_COMMITTER_NAME=agent", "GIT_COMMITTER_EMAIL=agent@example.test")
-	if out, err := g.cmd("clone", "-q", "https://github.com/acme/tools.git", g.work).CombinedOutput(); err != nil {
-		t.Fatalf("git clone through the proxy: %v\n%s", err, out)
-	}
-	return g
+	return &gitPushEnv{env: e, git: git, bare: bare}
 }
 
 func (g *gitPushEnv) cmd(args ...string) *exec.Cmd {

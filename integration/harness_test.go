@@ -54,6 +54,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	removeSharedImages()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
