@@ -283,7 +283,7 @@ func TestAgentsMCPInSandbox(t *testing.T) {
 	if testing.Short() {
 		t.Skip("agent images skipped with -short")
 	}
-	t.Cleanup(removeAgentImages)
+	t.Cleanup(removeSharedImages)
 	runtimes := map[string][]string{"claude": {"docker", "podman"}}
 	for _, ac := range mcpAgentCases {
 		kinds := runtimes[ac.name]
