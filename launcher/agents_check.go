@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"strings"
 )
 
@@ -32,9 +33,9 @@ type AgentHost struct {
 // is configured and the placeholder key is set in containerEnv. Each
 // failure names the command or edit that fixes it. err is for failures to
 // run the check at all.
-func CheckAgentRecipe(ctx context.Context, rt Runtime, image string, a Agent, host AgentHost) ([]CheckResult, error) {
+func CheckAgentRecipe(ctx context.Context, rt runtime.Runtime, image string, a Agent, host AgentHost) ([]CheckResult, error) {
 	var stdout, stderr bytes.Buffer
-	code, err := rt.Run(ctx, RunRequest{
+	code, err := rt.Run(ctx, runtime.RunRequest{
 		Image:      image,
 		Entrypoint: "/bin/sh",
 		Cmd:        []string{"-c", `"$1" --version`, "aileron-check", a.Command},
@@ -49,9 +50,9 @@ func CheckAgentRecipe(ctx context.Context, rt Runtime, image string, a Agent, ho
 	rebuild := fmt.Sprintf("run `aileron-proxy sandbox init --agent %s --force` and `aileron-proxy sandbox build`", a.Name)
 	v := CheckResult{Name: CheckVersion, OK: code == 0}
 	if v.OK {
-		v.Detail = fmt.Sprintf("%s --version: %s", a.Command, lastLines(stdout.String(), 1))
+		v.Detail = fmt.Sprintf("%s --version: %s", a.Command, runtime.LastLines(stdout.String(), 1))
 	} else {
-		v.Detail = fmt.Sprintf("%s --version exited %d: %s", a.Command, code, lastLines(stderr.String()+stdout.String(), 1))
+		v.Detail = fmt.Sprintf("%s --version exited %d: %s", a.Command, code, runtime.LastLines(stderr.String()+stdout.String(), 1))
 		v.Fix = rebuild
 	}
 	res := []CheckResult{v}

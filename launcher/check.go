@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"os"
 	"strings"
 )
@@ -34,7 +35,7 @@ type CheckOptions struct {
 	// WorkspacePath, an empty Source a fresh temporary directory writable
 	// by any user, removed afterwards. It is mounted read-write whatever
 	// its ReadOnly: the check is whether the image's user may write there.
-	Workspace Mount
+	Workspace runtime.Mount
 	// User runs the checks (--user); empty means the image's USER.
 	User string
 	// BaseImage is named in fixes; empty means BaseImage("").
@@ -114,7 +115,7 @@ fi
 // the agent command is on PATH, and wget exists when shims are mounted.
 // err is for failures to run the check at all; failed validations are in
 // the report (see CheckReport.Err).
-func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, error) {
+func Check(ctx context.Context, rt runtime.Runtime, opts CheckOptions) (CheckReport, error) {
 	rep := CheckReport{Image: opts.Image, Agent: opts.Agent}
 	if opts.Image == "" {
 		return rep, errors.New("checking the sandbox image: no image given")
@@ -147,14 +148,14 @@ func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, err
 		wantWget = "1"
 	}
 	var stdout, stderr bytes.Buffer
-	code, err := rt.Run(ctx, RunRequest{
+	code, err := rt.Run(ctx, runtime.RunRequest{
 		Image:      opts.Image,
 		Entrypoint: "/bin/sh",
 		Cmd:        []string{"-c", checkScript, "aileron-check", opts.Agent, wantWget, ws.Target},
 		Network:    "none",
 		User:       opts.User,
 		Workdir:    ws.Target,
-		Mounts:     []Mount{{Source: ws.Source, Target: ws.Target}},
+		Mounts:     []runtime.Mount{{Source: ws.Source, Target: ws.Target}},
 		Labels:     map[string]string{LabelManaged: "true"},
 		Stdout:     &stdout,
 		Stderr:     &stderr,
@@ -187,7 +188,7 @@ func interpretCheck(stdout, stderr string, code int, opts CheckOptions, base str
 	}
 	if marks[CheckShell] != "ok" {
 		detail := fmt.Sprintf("/bin/sh did not run (container exit status %d)", code)
-		if l := lastLines(stderr, 1); l != "" {
+		if l := runtime.LastLines(stderr, 1); l != "" {
 			detail += ": " + l
 		}
 		return []CheckResult{{

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -99,12 +100,11 @@ func TestAcceptedHarmlessForms(t *testing.T) {
 	}
 	golden(t, "plan-runargs.txt", normalize(text.String(), dir))
 	golden(t, "plan-runargs.json", normalize(js.String(), dir))
-	r := &cliRuntime{bin: "docker"}
-	args, _, err := r.runArgs(RunRequest{Image: "img", ExtraArgs: p.RunArgs, Cmd: []string{"sh"}})
-	if err != nil {
+	f := &fakeExec{}
+	if _, err := newFakeRuntime(t, runtime.Docker, f).Run(context.Background(), runtime.RunRequest{Image: "img", ExtraArgs: p.RunArgs, Cmd: []string{"sh"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(args, " "); !strings.HasSuffix(got, strings.Join(want, " ")+" img sh") {
+	if got := strings.Join(f.calls[0].Args, " "); !strings.HasSuffix(got, strings.Join(want, " ")+" img sh") {
 		t.Errorf("run argv = %q, want the runArgs just before the image", got)
 	}
 }
@@ -144,7 +144,7 @@ func TestBuildTargetCacheFromOptions(t *testing.T) {
 	}
 	golden(t, "plan-build.txt", normalize(text.String(), dir))
 	f := &fakeExec{}
-	rt := newFakeRuntime(t, RuntimeDocker, f)
+	rt := newFakeRuntime(t, runtime.Docker, f)
 	if _, err := Prepare(context.Background(), rt, p, PrepareOptions{Policy: BuildAlways}); err != nil {
 		t.Fatal(err)
 	}

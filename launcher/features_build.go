@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io"
 	"os"
 	"path/filepath"
@@ -95,7 +96,7 @@ func featureEnvFile(f *Feature, remoteUser, containerUser string) string {
 
 // buildFeaturesImage builds p.FeaturesImage from p.Image (which must be
 // present): a context holding a copy of each feature and its env file.
-func buildFeaturesImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) error {
+func buildFeaturesImage(ctx context.Context, rt runtime.Runtime, p *Plan, opts PrepareOptions) error {
 	img, err := probeImageUser(ctx, rt, p.Image, "")
 	if err != nil {
 		return err
@@ -134,7 +135,7 @@ func buildFeaturesImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOp
 		out = io.Discard
 	}
 	fmt.Fprintf(out, "installing %d devcontainer features into %s\n", len(p.Features), p.FeaturesImage)
-	err = rt.Build(ctx, BuildRequest{
+	err = rt.Build(ctx, runtime.BuildRequest{
 		Tag: p.FeaturesImage, Dockerfile: df, Context: dir, Network: opts.Network, Output: opts.Output,
 		Labels: map[string]string{LabelManaged: "true"},
 	})
@@ -145,7 +146,7 @@ func buildFeaturesImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOp
 }
 
 // prepareFeatures builds the features image when the policy asks for it.
-func prepareFeatures(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions, res *PrepareResult) error {
+func prepareFeatures(ctx context.Context, rt runtime.Runtime, p *Plan, opts PrepareOptions, res *PrepareResult) error {
 	if p.FeaturesImage == "" {
 		return nil
 	}

@@ -3,6 +3,7 @@ package launcher
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -88,7 +89,7 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 		user += ", uid/gid remapped to the project owner's (updateRemoteUserUID)"
 	}
 	row("user", user)
-	if p.Workspace != (Mount{Source: p.ProjectDir, Target: WorkspacePath}) || p.WorkspaceFolder != WorkspacePath {
+	if p.Workspace != (runtime.Mount{Source: p.ProjectDir, Target: WorkspacePath}) || p.WorkspaceFolder != WorkspacePath {
 		row("workspace", formatMount(p.Workspace)+", working directory "+p.WorkspaceFolder)
 	}
 	for _, m := range p.Mounts {
@@ -153,7 +154,7 @@ func shortDigest(d string) string {
 }
 
 // formatMount is "bind SRC at TARGET[, read-only]".
-func formatMount(m Mount) string {
+func formatMount(m runtime.Mount) string {
 	kind, src := "bind", m.Source
 	if m.Volume {
 		kind = "volume"

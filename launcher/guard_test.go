@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/google/nftables/expr"
 )
 
@@ -125,14 +126,14 @@ func TestLaunchGuardFailsClosed(t *testing.T) {
 	sessions := &fakeSessions{proxyAddr: d.ProxyAddr}
 	conn, store := testConnector(t, "testapi")
 	agentRan := false
-	respond := respondLikeDocker(func(Command) error { agentRan = true; return nil })
-	f := &fakeExec{respond: func(c Command) (string, string, error) {
+	respond := respondLikeDocker(func(runtime.Command) error { agentRan = true; return nil })
+	f := &fakeExec{respond: func(c runtime.Command) (string, string, error) {
 		if c.Args[0] == "exec" {
-			return "", "installing the egress guard: the kernel refused the nftables ruleset: operation not permitted", &ExitError{Code: 1}
+			return "", "installing the egress guard: the kernel refused the nftables ruleset: operation not permitted", &runtime.ExitError{Code: 1}
 		}
 		return respond(c)
 	}}
-	cfg := launchTestConfig(t, newFakeRuntime(t, RuntimeDocker, f), sessions, d, conn, store)
+	cfg := launchTestConfig(t, newFakeRuntime(t, runtime.Docker, f), sessions, d, conn, store)
 	_, err := Launch(context.Background(), cfg)
 	for _, want := range []string{"installing the egress guard in aileron-" + launchTestID + "-guard", "operation not permitted", "the agent was not started", "CAP_NET_ADMIN", "docs/launcher.md"} {
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"net/netip"
 	"os"
 	"slices"
@@ -65,7 +66,7 @@ type Guard struct {
 // run in the namespace. stop removes the holder; it is non-nil whenever
 // the holder may have been created, also on error, and the caller must
 // call it then too.
-func StartGuard(ctx context.Context, rt Runtime, req GuardRequest) (g *Guard, stop func(context.Context) error, err error) {
+func StartGuard(ctx context.Context, rt runtime.Runtime, req GuardRequest) (g *Guard, stop func(context.Context) error, err error) {
 	if req.Name == "" || req.Image == "" || req.Network == "" || req.Binary == "" {
 		return nil, nil, errors.New("starting the egress guard: GuardRequest needs Name, Image, Network and Binary")
 	}
@@ -75,17 +76,17 @@ func StartGuard(ctx context.Context, rt Runtime, req GuardRequest) (g *Guard, st
 	hold := append(slices.Clone(guardHelperArgs), "hold")
 	stop = func(ctx context.Context) error { return rt.ContainerRemove(ctx, req.Name) }
 	var out bytes.Buffer
-	code, err := rt.Run(ctx, RunRequest{
+	code, err := rt.Run(ctx, runtime.RunRequest{
 		Image: req.Image, Entrypoint: GuardBinaryPath, Cmd: hold,
 		Name: req.Name, Network: req.Network, AddHosts: req.AddHosts, User: "0:0",
-		Mounts:      []Mount{{Source: req.Binary, Target: GuardBinaryPath, ReadOnly: true}},
+		Mounts:      []runtime.Mount{{Source: req.Binary, Target: GuardBinaryPath, ReadOnly: true}},
 		Labels:      req.Labels,
 		Detach:      true,
 		DropAllCaps: true, CapAdd: []string{"NET_ADMIN"}, NoNewPrivileges: true, PidsLimit: 64,
 		Stdout: &out, Stderr: &out,
 	})
 	if err == nil && code != 0 {
-		err = fmt.Errorf("%s run exited %d: %s", rt.Kind(), code, lastLines(out.String(), 3))
+		err = fmt.Errorf("%s run exited %d: %s", rt.Kind(), code, runtime.LastLines(out.String(), 3))
 	}
 	if err != nil {
 		return nil, stop, fmt.Errorf("starting the egress guard's holder container %s: %w; the agent was not started", req.Name, err)
@@ -96,7 +97,7 @@ func StartGuard(ctx context.Context, rt Runtime, req GuardRequest) (g *Guard, st
 	}
 	out.Reset()
 	var errb bytes.Buffer
-	code, err = rt.Exec(ctx, ExecRequest{Container: req.Name, Cmd: append([]string{GuardBinaryPath}, apply...), Stdout: &out, Stderr: &errb})
+	code, err = rt.Exec(ctx, runtime.ExecRequest{Container: req.Name, Cmd: append([]string{GuardBinaryPath}, apply...), Stdout: &out, Stderr: &errb})
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit status %d: %s", code, strings.TrimSpace(errb.String()))
 	}

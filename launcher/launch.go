@@ -17,6 +17,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/shims"
 )
@@ -63,7 +64,7 @@ type LaunchConfig struct {
 	Logger *zap.Logger
 	// Runtime runs the containers; required. Build it with SignalExecutor
 	// so signals reach the agent.
-	Runtime Runtime
+	Runtime runtime.Runtime
 	// Plan is the project's sandbox plan (NewPlan); required. Its
 	// ProjectDir is mounted at WorkspacePath, read-write.
 	Plan *Plan
@@ -174,7 +175,7 @@ func (cfg *LaunchConfig) validate() error {
 // launch is one Launch in progress: what it created, to undo in reverse.
 type launch struct {
 	cfg  LaunchConfig
-	rt   Runtime
+	rt   runtime.Runtime
 	log  *zap.Logger
 	undo []undoStep
 	// exitCode is the agent's exit status once it ran.
@@ -183,7 +184,7 @@ type launch struct {
 	// starts the composed container instead of running the agent (a
 	// long-lived sandbox, sandboxes.go).
 	ttl    string
-	detach func(ctx context.Context, run RunRequest, sess *api.CreatedSession, user AgentUser) error
+	detach func(ctx context.Context, run runtime.RunRequest, sess *api.CreatedSession, user AgentUser) error
 	// lifecycle is the devcontainer's in-sandbox commands, resolved; a
 	// detached sandbox runs them once after its container starts.
 	lifecycle []LifecycleStep
@@ -316,7 +317,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 
 	name := "aileron-" + sess.ID
 	labels := map[string]string{LabelManaged: "true", LabelSession: sess.ID}
-	network, err := l.rt.NetworkCreate(ctx, NetworkRequest{Name: name, Internal: true, DisableDNS: true, Labels: labels})
+	network, err := l.rt.NetworkCreate(ctx, runtime.NetworkRequest{Name: name, Internal: true, DisableDNS: true, Labels: labels})
 	if err != nil {
 		return 0, fmt.Errorf("creating the sandbox network: %w", err)
 	}
@@ -351,7 +352,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	}
 	entrypoint, cmd, scriptEnv := agentCommand(cfg.Agent, resolved.lifecycle)
 	maps.Copy(env, scriptEnv)
-	run := RunRequest{
+	run := runtime.RunRequest{
 		Image:           user.Image,
 		User:            user.User,
 		Entrypoint:      entrypoint,
@@ -387,7 +388,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 // runAgent runs the container. The run is not tied to ctx: when ctx ends
 // the agent gets StopGrace to exit on the signal SignalExecutor relayed,
 // then its container is removed.
-func (l *launch) runAgent(ctx context.Context, req RunRequest) (int, error) {
+func (l *launch) runAgent(ctx context.Context, req runtime.RunRequest) (int, error) {
 	l.onExit("removing container "+req.Name, func(ctx context.Context) error { return l.rt.ContainerRemove(ctx, req.Name) })
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
@@ -427,7 +428,7 @@ func (l *launch) runAgent(ctx context.Context, req RunRequest) (int, error) {
 
 // startGuard starts the egress guard's holder on network, allowing only the
 // two relays, and registers its removal.
-func (l *launch) startGuard(ctx context.Context, name string, network Network, labels map[string]string, relays ...string) (*Guard, error) {
+func (l *launch) startGuard(ctx context.Context, name string, network runtime.Network, labels map[string]string, relays ...string) (*Guard, error) {
 	allow := make([]netip.AddrPort, len(relays))
 	for i, r := range relays {
 		ap, err := netip.ParseAddrPort(r)

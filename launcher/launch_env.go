@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"strings"
 )
 
@@ -19,7 +20,7 @@ type resolvedSandbox struct {
 // localEnv (the launching process), ${containerEnv:...} from the
 // container's own environment, read by running the image once (no
 // network) only when something uses it.
-func resolveSandbox(ctx context.Context, rt Runtime, plan *Plan, user AgentUser, localEnv func(string) (string, bool)) (resolvedSandbox, error) {
+func resolveSandbox(ctx context.Context, rt runtime.Runtime, plan *Plan, user AgentUser, localEnv func(string) (string, bool)) (resolvedSandbox, error) {
 	containerEnv, _ := plan.ResolveEnv(localEnv, nil)
 	var imageEnv map[string]string
 	if plan.NeedsContainerEnv() {
@@ -69,14 +70,14 @@ func agentCommand(agent []string, steps []LifecycleStep) (entrypoint string, cmd
 // probeContainerEnv returns the environment a container of user.Image
 // starts with, given containerEnv (NUL-separated /proc/self/environ, so
 // values with newlines survive).
-func probeContainerEnv(ctx context.Context, rt Runtime, user AgentUser, containerEnv map[string]string) (map[string]string, error) {
+func probeContainerEnv(ctx context.Context, rt runtime.Runtime, user AgentUser, containerEnv map[string]string) (map[string]string, error) {
 	var stdout, stderr bytes.Buffer
-	code, err := rt.Run(ctx, RunRequest{
+	code, err := rt.Run(ctx, runtime.RunRequest{
 		Image: user.Image, User: user.User, Entrypoint: "/bin/cat", Cmd: []string{"/proc/self/environ"},
 		Env: containerEnv, Network: "none", Labels: map[string]string{LabelManaged: "true"}, Stdout: &stdout, Stderr: &stderr,
 	})
 	if err == nil && code != 0 {
-		err = fmt.Errorf("exit status %d: %s", code, lastLines(stderr.String(), 2))
+		err = fmt.Errorf("exit status %d: %s", code, runtime.LastLines(stderr.String(), 2))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the environment of image %s for ${containerEnv:...} in remoteEnv (%s): %w", user.Image, DevContainerPath, err)

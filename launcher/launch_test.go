@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/shims"
 )
@@ -137,8 +138,8 @@ const checkOK = "aileron-check:shell:ok\naileron-check:uid:1000\naileron-check:p
 
 // respondLikeDocker answers the CLI calls Launch makes; agent simulates
 // the agent container.
-func respondLikeDocker(agent func(c Command) error) func(c Command) (string, string, error) {
-	return func(c Command) (string, string, error) {
+func respondLikeDocker(agent func(c runtime.Command) error) func(c runtime.Command) (string, string, error) {
+	return func(c runtime.Command) (string, string, error) {
 		a := c.Args
 		switch {
 		case len(a) >= 2 && a[0] == "image" && a[1] == "inspect":
@@ -162,7 +163,7 @@ func respondLikeDocker(agent func(c Command) error) func(c Command) (string, str
 		case a[0] == "run":
 			return "", "", agent(c)
 		}
-		return "", "unexpected call", &ExitError{Code: 1}
+		return "", "unexpected call", &runtime.ExitError{Code: 1}
 	}
 }
 
@@ -187,7 +188,7 @@ func fakeGuardApply(argv []string) string {
 }
 
 // inspectAgent reads what a container would get from its argv.
-func inspectAgent(t *testing.T, c Command) (*agentRun, error) {
+func inspectAgent(t *testing.T, c runtime.Command) (*agentRun, error) {
 	run := &agentRun{argv: c.Args, env: map[string]string{}, mounts: map[string]string{}}
 	for i := 0; i+1 < len(c.Args); i++ {
 		switch c.Args[i] {
@@ -278,7 +279,7 @@ func (run *agentRun) visit() error {
 // project to 1000), so the agent keeps the image user.
 var fakeImageUID = map[bool]int{true: 1000, false: os.Getuid()}[os.Getuid() == 0]
 
-func launchTestConfig(t *testing.T, rt Runtime, sessions *fakeSessions, d DaemonEndpoints, conn policy.Connector, store string) LaunchConfig {
+func launchTestConfig(t *testing.T, rt runtime.Runtime, sessions *fakeSessions, d DaemonEndpoints, conn policy.Connector, store string) LaunchConfig {
 	t.Helper()
 	project := t.TempDir()
 	if os.Getuid() == 0 {
@@ -309,14 +310,14 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 	conn, store := testConnector(t, "testapi")
 	var run *agentRun
 	var runErr error
-	f := &fakeExec{respond: respondLikeDocker(func(c Command) error {
+	f := &fakeExec{respond: respondLikeDocker(func(c runtime.Command) error {
 		run, runErr = inspectAgent(t, c)
 		if runErr == nil {
 			runErr = run.visit()
 		}
-		return &ExitError{Code: 3}
+		return &runtime.ExitError{Code: 3}
 	})}
-	rt := newFakeRuntime(t, RuntimeDocker, f)
+	rt := newFakeRuntime(t, runtime.Docker, f)
 	cfg := launchTestConfig(t, rt, sessions, d, conn, store)
 	var stderr bytes.Buffer
 	cfg.Stderr = &stderr
@@ -494,8 +495,8 @@ func TestLaunchConflictStopsFirst(t *testing.T) {
 	d := fakeDaemon(t)
 	sessions := &fakeSessions{proxyAddr: d.ProxyAddr}
 	conn, store := testConnector(t, "mytool")
-	f := &fakeExec{respond: respondLikeDocker(func(Command) error { return nil })}
-	cfg := launchTestConfig(t, newFakeRuntime(t, RuntimePodman, f), sessions, d, conn, store)
+	f := &fakeExec{respond: respondLikeDocker(func(runtime.Command) error { return nil })}
+	cfg := launchTestConfig(t, newFakeRuntime(t, runtime.Podman, f), sessions, d, conn, store)
 	cfg.Agent = []string{"/usr/local/bin/mytool", "--yes"}
 	code, err := Launch(context.Background(), cfg)
 	var ce *shims.ConflictError
@@ -529,14 +530,14 @@ func TestLaunchCheckFailureEndsSession(t *testing.T) {
 	d := fakeDaemon(t)
 	sessions := &fakeSessions{proxyAddr: d.ProxyAddr}
 	conn, store := testConnector(t, "testapi")
-	respond := respondLikeDocker(func(Command) error { t.Error("the agent ran despite a failed check"); return nil })
-	f := &fakeExec{respond: func(c Command) (string, string, error) {
+	respond := respondLikeDocker(func(runtime.Command) error { t.Error("the agent ran despite a failed check"); return nil })
+	f := &fakeExec{respond: func(c runtime.Command) (string, string, error) {
 		if c.Args[0] == "run" && !slices.Contains(c.Args, probeUserScript) {
 			return strings.Replace(checkOK, "agent:ok:/usr/bin/agent", "agent:fail", 1), "", nil
 		}
 		return respond(c)
 	}}
-	cfg := launchTestConfig(t, newFakeRuntime(t, RuntimeDocker, f), sessions, d, conn, store)
+	cfg := launchTestConfig(t, newFakeRuntime(t, runtime.Docker, f), sessions, d, conn, store)
 	_, err := Launch(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), `agent command "agent" is not on PATH`) {
 		t.Fatalf("Launch = %v, want the failed agent check", err)
@@ -558,22 +559,22 @@ func TestLaunchStopsOnCancel(t *testing.T) {
 	started := make(chan struct{})
 	removed := make(chan struct{})
 	var once sync.Once
-	respond := respondLikeDocker(func(Command) error {
+	respond := respondLikeDocker(func(runtime.Command) error {
 		close(started)
 		select {
 		case <-removed: // the runtime kills a force-removed container
-			return &ExitError{Code: 137}
+			return &runtime.ExitError{Code: 137}
 		case <-time.After(30 * time.Second):
 			return errors.New("never removed")
 		}
 	})
-	f := &fakeExec{respond: func(c Command) (string, string, error) {
+	f := &fakeExec{respond: func(c runtime.Command) (string, string, error) {
 		if c.Args[0] == "rm" {
 			once.Do(func() { close(removed) })
 		}
 		return respond(c)
 	}}
-	cfg := launchTestConfig(t, newFakeRuntime(t, RuntimeDocker, f), sessions, d, conn, store)
+	cfg := launchTestConfig(t, newFakeRuntime(t, runtime.Docker, f), sessions, d, conn, store)
 	cfg.StopGrace = 50 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,11 +134,9 @@ func TestAgentCommandKeepsCommandsOutOfArgv(t *testing.T) {
 	if strings.Contains(entry+strings.Join(cmd, " "), "s3cr3t") {
 		t.Fatalf("argv %s %q holds the lifecycle command", entry, cmd)
 	}
-	envFile, err := writeEnvFile(env)
-	if err != nil {
+	if _, err := newFakeRuntime(t, runtime.Docker, &fakeExec{}).Run(context.Background(), runtime.RunRequest{Image: "img", Env: env}); err != nil {
 		t.Fatalf("the runtime's env file cannot carry the script: %v", err)
 	}
-	os.Remove(envFile)
 	dir := t.TempDir()
 	c := exec.Command(entry, cmd...)
 	c.Dir = dir

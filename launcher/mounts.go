@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/tailscale/hujson"
 )
 
@@ -170,9 +171,9 @@ func realPath(p string) string {
 // returns the runtime mount, or a refusal (rule and fix) or a problem.
 // wsTarget is the workspace's target, which no other mount may replace
 // (empty when checking the workspace mount itself).
-func (r MountRules) checkMount(m DevContainerMount, vc VarContext, wsTarget string) (Mount, string, error) {
+func (r MountRules) checkMount(m DevContainerMount, vc VarContext, wsTarget string) (runtime.Mount, string, error) {
 	src, target := Substitute(m.Source, vc), Substitute(m.Target, vc)
-	out := Mount{Source: src, Target: target, ReadOnly: m.ReadOnly, Volume: m.Type == "volume"}
+	out := runtime.Mount{Source: src, Target: target, ReadOnly: m.ReadOnly, Volume: m.Type == "volume"}
 	if !path.IsAbs(target) {
 		return out, "", fmt.Errorf("target %q must be an absolute path inside the sandbox", target)
 	}
@@ -247,7 +248,7 @@ func (p *Plan) planMounts(dc *DevContainer, opts PlanOptions) error {
 		rules = &r
 	}
 	var problems []ConfigProblem
-	check := func(key string, m DevContainerMount, vc VarContext) (Mount, bool) {
+	check := func(key string, m DevContainerMount, vc VarContext) (runtime.Mount, bool) {
 		wsTarget := p.Workspace.Target
 		if key == "workspaceMount" {
 			wsTarget = ""

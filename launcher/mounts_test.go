@@ -2,7 +2,9 @@ package launcher
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -55,10 +57,10 @@ func TestMountsPlanned(t *testing.T) {
 	if err := p.Refusal(); err != nil {
 		t.Fatalf("Refusal() = %v", err)
 	}
-	if want := (Mount{Source: dir, Target: "/src/My Project"}); p.Workspace != want || p.WorkspaceFolder != "/src/My Project" {
+	if want := (runtime.Mount{Source: dir, Target: "/src/My Project"}); p.Workspace != want || p.WorkspaceFolder != "/src/My Project" {
 		t.Errorf("workspace = %+v at %q, want %+v", p.Workspace, p.WorkspaceFolder, want)
 	}
-	want := []Mount{
+	want := []runtime.Mount{
 		{Source: filepath.Join(dir, "data"), Target: "/data", ReadOnly: true},
 		{Source: "cache-" + p.DevContainerID, Target: "/src/My Project/node_modules", Volume: true},
 		{Target: "/scratch", Volume: true},
@@ -71,12 +73,11 @@ func TestMountsPlanned(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "plan-mounts.txt", regexp.MustCompile(`cache-[0-9a-v]{52}`).ReplaceAllString(normalize(text.String(), dir), "cache-<id>"))
-	r := &cliRuntime{bin: "docker"}
-	args, _, err := r.runArgs(RunRequest{Image: "img", Mounts: p.Mounts})
-	if err != nil {
+	f := &fakeExec{}
+	if _, err := newFakeRuntime(t, runtime.Docker, f).Run(context.Background(), runtime.RunRequest{Image: "img", Mounts: p.Mounts}); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(args, " ")
+	got := strings.Join(f.calls[0].Args, " ")
 	for _, w := range []string{"--mount type=bind,source=" + filepath.Join(dir, "data") + ",target=/data,readonly", "--mount type=volume,source=cache-", "--mount type=volume,target=/scratch"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("run argv = %q, want %q", got, w)

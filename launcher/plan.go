@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -101,11 +102,11 @@ type Plan struct {
 	// default ProjectDir at WorkspacePath) and WorkspaceFolder the
 	// agent's working directory (workspaceFolder; default Workspace's
 	// target).
-	Workspace       Mount  `json:"workspace"`
-	WorkspaceFolder string `json:"workspace_folder"`
+	Workspace       runtime.Mount `json:"workspace"`
+	WorkspaceFolder string        `json:"workspace_folder"`
 	// Mounts are the devcontainer's mounts, resolved and checked
 	// (MountRules); nil when none.
-	Mounts []Mount `json:"mounts,omitempty"`
+	Mounts []runtime.Mount `json:"mounts,omitempty"`
 	// Features are the devcontainer's features, resolved, in install
 	// order; FeaturesImage is the derived image installing them on Image
 	// (see RunImage). Empty when none.
@@ -203,7 +204,7 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 		Mediation:           MediationDefault,
 		ApprovalSurface:     ApprovalSurfaceBoth,
 		UpdateRemoteUserUID: true,
-		Workspace:           Mount{Source: abs, Target: WorkspacePath},
+		Workspace:           runtime.Mount{Source: abs, Target: WorkspacePath},
 		WorkspaceFolder:     WorkspacePath,
 	}
 	dcPath := filepath.Join(abs, filepath.FromSlash(DevContainerPath))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -53,7 +54,7 @@ type SandboxManagerConfig struct {
 	// Inputs loads the connectors and actions.
 	Inputs func() (SandboxInputs, error)
 	// Runtime returns the container runtime of a kind.
-	Runtime func(ctx context.Context, kind RuntimeKind) (Runtime, error)
+	Runtime func(ctx context.Context, kind runtime.Kind) (runtime.Runtime, error)
 	// GuardBinary returns the static helper binary's host path
 	// (GuardHelper).
 	GuardBinary func() (string, error)
@@ -97,7 +98,7 @@ type sandbox struct {
 	m     *SandboxManager
 	info  api.SandboxInfo
 	token [sha256.Size]byte
-	rt    Runtime
+	rt    runtime.Runtime
 	// l holds the undo steps of the composition; teardown runs them.
 	l     *launch
 	timer *time.Timer
@@ -113,9 +114,9 @@ type sandbox struct {
 
 // CreateSandbox composes and starts a sandbox (see SandboxManager).
 func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (*api.CreatedSandbox, error) {
-	kind := RuntimeAuto
+	kind := runtime.Auto
 	if req.Runtime != "" {
-		k, err := ParseRuntimeKind(req.Runtime)
+		k, err := runtime.ParseKind(req.Runtime)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox runtime: %w", err)
 		}
@@ -176,11 +177,11 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	sb := m.newSandbox(rt)
 	sb.token = sha256.Sum256([]byte(token))
 	l := &launch{cfg: cfg, rt: rt, log: log, ttl: req.TTL}
-	l.detach = func(ctx context.Context, run RunRequest, sess *api.CreatedSession, user AgentUser) error {
+	l.detach = func(ctx context.Context, run runtime.RunRequest, sess *api.CreatedSession, user AgentUser) error {
 		run.Entrypoint = sandboxHelperArgs[0]
 		run.Cmd = append(slices.Clone(sandboxHelperArgs[1:]), "hold")
 		delete(run.Env, lifecycleScriptEnv) // run once below, not by the holder
-		run.Mounts = append(run.Mounts, Mount{Source: bin, Target: GuardBinaryPath, ReadOnly: true})
+		run.Mounts = append(run.Mounts, runtime.Mount{Source: bin, Target: GuardBinaryPath, ReadOnly: true})
 		run.Detach, run.Interactive, run.TTY = true, false, false
 		run.Stdin, run.Stdout, run.Stderr = nil, io.Discard, &logWriter{log: log}
 		run.Labels = map[string]string{LabelManaged: "true", LabelSession: sess.ID, LabelSandbox: id}
@@ -290,7 +291,7 @@ func (m *SandboxManager) RemoveSandbox(ctx context.Context, id string) error {
 }
 
 // newSandbox returns an empty sandbox on rt; CreateSandbox fills it in.
-func (m *SandboxManager) newSandbox(rt Runtime) *sandbox {
+func (m *SandboxManager) newSandbox(rt runtime.Runtime) *sandbox {
 	return &sandbox{m: m, rt: rt, calls: map[int]context.CancelFunc{}, removed: make(chan struct{})}
 }
 
@@ -405,7 +406,7 @@ func (sb *sandbox) failed(err error, stderr string) error {
 	if gone {
 		return api.ErrSandboxGone
 	}
-	if isContainerGone(stderr) || isContainerStopped(stderr) {
+	if runtime.IsContainerGone(stderr) || runtime.IsContainerStopped(stderr) {
 		sb.m.log.Warn("the sandbox's container is gone or stopped; removing the sandbox", zap.String("sandbox_id", sb.info.ID))
 		go sb.teardown(context.Background())
 		return api.ErrSandboxGone
@@ -413,7 +414,7 @@ func (sb *sandbox) failed(err error, stderr string) error {
 	if err == nil {
 		err = errors.New("the helper printed no result")
 	}
-	return fmt.Errorf("running the sandbox helper in %s: %w: %s", sb.info.Container, err, lastLines(stderr, 3))
+	return fmt.Errorf("running the sandbox helper in %s: %w: %s", sb.info.Container, err, runtime.LastLines(stderr, 3))
 }
 
 // newSandboxID returns a sandbox ID and a control token.
@@ -444,19 +445,19 @@ func (w *logWriter) Write(p []byte) (int, error) {
 // the agent. The script goes on stdin, not argv (substituted ${localEnv}
 // values may be private); its output goes to the daemon log. A failure
 // names the exit status, and the caller removes the sandbox.
-func runLifecycleOnce(ctx context.Context, rt Runtime, run RunRequest, steps []LifecycleStep, log *zap.Logger) error {
+func runLifecycleOnce(ctx context.Context, rt runtime.Runtime, run runtime.RunRequest, steps []LifecycleStep, log *zap.Logger) error {
 	if len(steps) == 0 {
 		return nil
 	}
-	tail := &tailBuffer{max: 4096}
+	tail := runtime.NewTailBuffer(4096)
 	out := io.MultiWriter(&logWriter{log: log}, tail)
-	code, err := rt.Exec(ctx, ExecRequest{
+	code, err := rt.Exec(ctx, runtime.ExecRequest{
 		Container: run.Name, User: run.User, Workdir: run.Workdir,
 		Cmd:   []string{"/bin/sh", "-s", "true"},
 		Stdin: strings.NewReader(LifecycleScript(steps, true)), Stdout: out, Stderr: out,
 	})
 	if err == nil && code != 0 {
-		err = fmt.Errorf("exit status %d: %s", code, lastLines(tail.String(), 3))
+		err = fmt.Errorf("exit status %d: %s", code, runtime.LastLines(tail.String(), 3))
 	}
 	if err != nil {
 		return fmt.Errorf("running the devcontainer's lifecycle commands (%s) in the sandbox: %w; fix them or remove them from the file", DevContainerPath, err)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
 // newTestSandboxManager returns a manager whose sandboxes are added by
@@ -21,7 +22,7 @@ func newTestSandboxManager(t *testing.T) *SandboxManager {
 		Logger: zaptest.NewLogger(t), Sessions: &fakeSessions{},
 		Daemon: DaemonEndpoints{ProxyAddr: "127.0.0.1:1", APIURL: "http://127.0.0.1:2"},
 		Inputs: func() (SandboxInputs, error) { return SandboxInputs{}, nil },
-		Runtime: func(context.Context, RuntimeKind) (Runtime, error) {
+		Runtime: func(context.Context, runtime.Kind) (runtime.Runtime, error) {
 			return nil, errors.New("not in the test")
 		},
 		GuardBinary: func() (string, error) { return "", errors.New("not in the test") },
@@ -47,7 +48,7 @@ func (r *removals) count(id string) int {
 
 // addTestSandbox registers a running sandbox id on rt, as CreateSandbox
 // does once its composition is up; its one undo step counts in r.
-func addTestSandbox(t *testing.T, m *SandboxManager, rt Runtime, id string, r *removals) *sandbox {
+func addTestSandbox(t *testing.T, m *SandboxManager, rt runtime.Runtime, id string, r *removals) *sandbox {
 	t.Helper()
 	sb := m.newSandbox(rt)
 	sb.info = api.SandboxInfo{ID: id, State: SandboxRunning, Container: "aileron-" + id, User: "1000:1000", Workdir: "/w", CreatedAt: time.Now()}
@@ -128,16 +129,16 @@ func TestSandboxRemoveForgets(t *testing.T) {
 // answers SANDBOX_GONE and removes the sandbox, with either runtime.
 func TestSandboxFoundDeadIsRemoved(t *testing.T) {
 	for _, tc := range []struct {
-		kind   RuntimeKind
+		kind   runtime.Kind
 		stderr string
 	}{
-		{RuntimeDocker, "Error response from daemon: No such container: aileron-sbx_dead"},
-		{RuntimePodman, "Error: can only create exec sessions on running containers: container state improper"},
+		{runtime.Docker, "Error response from daemon: No such container: aileron-sbx_dead"},
+		{runtime.Podman, "Error: can only create exec sessions on running containers: container state improper"},
 	} {
 		t.Run(tc.kind.String(), func(t *testing.T) {
 			m := newTestSandboxManager(t)
 			var r removals
-			f := &fakeExec{respond: func(Command) (string, string, error) { return "", tc.stderr, &ExitError{Code: 125} }}
+			f := &fakeExec{respond: func(runtime.Command) (string, string, error) { return "", tc.stderr, &runtime.ExitError{Code: 125} }}
 			sb := addTestSandbox(t, m, newFakeRuntime(t, tc.kind, f), "sbx_dead", &r)
 			if _, err := sb.Exec(context.Background(), api.SandboxExecRequest{Command: "true"}); !errors.Is(err, api.ErrSandboxGone) {
 				t.Fatalf("Exec = %v, want ErrSandboxGone", err)

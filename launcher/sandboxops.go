@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
 // The daemon's side of the exec/files API: each call is one `docker exec`
@@ -61,7 +62,7 @@ func (sb *sandbox) startHelper(ctx context.Context, verb string, req any) (*help
 	// cctx's end) lets the helper stop what it started first.
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
-		_, err := sb.rt.Exec(runCtx, ExecRequest{
+		_, err := sb.rt.Exec(runCtx, runtime.ExecRequest{
 			Container: info.Container, User: info.User, Workdir: info.Workdir,
 			Cmd:   append(slices.Clone(sandboxHelperArgs), verb),
 			Stdin: inR, Stdout: outW, Stderr: c.stderr,
@@ -183,7 +184,7 @@ func (r *helperReader) Close() error {
 	_, _ = io.Copy(io.Discard, r.c.outR)
 	err := r.c.wait()
 	r.c.end()
-	if code, ok := ExitCode(err); ok && code == 0 {
+	if code, ok := runtime.ExitCode(err); ok && code == 0 {
 		err = nil
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io"
 	"os"
 	"path/filepath"
@@ -68,7 +69,7 @@ func decideUser(ownerUID, ownerGID int, ownerKnown bool, img ImageUser, requeste
 // ResolveAgentUser decides who the agent runs as for plan (see decideUser)
 // and, when the image user must be remapped, builds (once per image ID and
 // uid/gid) the thin derived image that does it. The image must be present.
-func ResolveAgentUser(ctx context.Context, rt Runtime, plan *Plan, out io.Writer) (AgentUser, error) {
+func ResolveAgentUser(ctx context.Context, rt runtime.Runtime, plan *Plan, out io.Writer) (AgentUser, error) {
 	image := plan.RunImage()
 	img, err := probeImageUser(ctx, rt, image, plan.User)
 	if err != nil {
@@ -97,14 +98,14 @@ func ResolveAgentUser(ctx context.Context, rt Runtime, plan *Plan, out io.Writer
 const probeUserScript = `echo "aileron-user:$(id -u):$(id -g):$(id -un 2>/dev/null || echo unknown)"`
 
 // probeImageUser runs `id` in image as user (empty: the image's USER).
-func probeImageUser(ctx context.Context, rt Runtime, image, user string) (ImageUser, error) {
+func probeImageUser(ctx context.Context, rt runtime.Runtime, image, user string) (ImageUser, error) {
 	var stdout, stderr bytes.Buffer
-	code, err := rt.Run(ctx, RunRequest{
+	code, err := rt.Run(ctx, runtime.RunRequest{
 		Image: image, Entrypoint: "/bin/sh", Cmd: []string{"-c", probeUserScript}, User: user,
 		Network: "none", Labels: map[string]string{LabelManaged: "true"}, Stdout: &stdout, Stderr: &stderr,
 	})
 	if err == nil && code != 0 {
-		err = fmt.Errorf("exit status %d: %s", code, lastLines(stderr.String(), 2))
+		err = fmt.Errorf("exit status %d: %s", code, runtime.LastLines(stderr.String(), 2))
 	}
 	if err != nil {
 		if user != "" {
@@ -126,7 +127,7 @@ func probeImageUser(ctx context.Context, rt Runtime, image, user string) (ImageU
 			}
 		}
 	}
-	return ImageUser{}, fmt.Errorf("finding the user of image %s: unexpected output %q", image, lastLines(stdout.String(), 2))
+	return ImageUser{}, fmt.Errorf("finding the user of image %s: unexpected output %q", image, runtime.LastLines(stdout.String(), 2))
 }
 
 // uidDockerfile remaps REMOTE_USER to NEW_UID:NEW_GID (devcontainer
@@ -157,7 +158,7 @@ USER ${REMOTE_USER}
 
 // buildUIDImage builds tag FROM base with user remapped to uid:gid, with
 // no network (nothing is downloaded).
-func buildUIDImage(ctx context.Context, rt Runtime, base, tag, user string, uid, gid int, out io.Writer) error {
+func buildUIDImage(ctx context.Context, rt runtime.Runtime, base, tag, user string, uid, gid int, out io.Writer) error {
 	dir, err := os.MkdirTemp("", "aileron-uid-*")
 	if err != nil {
 		return fmt.Errorf("remapping the image user: %w", err)
@@ -167,7 +168,7 @@ func buildUIDImage(ctx context.Context, rt Runtime, base, tag, user string, uid,
 	if err := os.WriteFile(df, []byte(uidDockerfile), 0o644); err != nil {
 		return fmt.Errorf("remapping the image user: %w", err)
 	}
-	err = rt.Build(ctx, BuildRequest{
+	err = rt.Build(ctx, runtime.BuildRequest{
 		Tag: tag, Dockerfile: df, Context: dir, Network: "none", Output: out,
 		Args:   map[string]string{"BASE_IMAGE": base, "REMOTE_USER": user, "NEW_UID": strconv.Itoa(uid), "NEW_GID": strconv.Itoa(gid)},
 		Labels: map[string]string{LabelManaged: "true"},

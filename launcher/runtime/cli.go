@@ -1,4 +1,4 @@
-package launcher
+package runtime
 
 import (
 	"bytes"
@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,7 +20,7 @@ import (
 )
 
 type cliRuntime struct {
-	kind RuntimeKind
+	kind Kind
 	bin  string
 	why  string
 	exec Executor
@@ -27,11 +29,11 @@ type cliRuntime struct {
 
 var _ Runtime = (*cliRuntime)(nil)
 
-func (r *cliRuntime) Kind() RuntimeKind { return r.kind }
+func (r *cliRuntime) Kind() Kind        { return r.kind }
 func (r *cliRuntime) Selection() string { return r.why }
 
 func (r *cliRuntime) HostAlias() string {
-	if r.kind == RuntimePodman {
+	if r.kind == Podman {
 		return "host.containers.internal"
 	}
 	return "host.docker.internal"
@@ -74,10 +76,10 @@ func (e *cliError) Unwrap() error { return e.err }
 
 func (r *cliRuntime) Build(ctx context.Context, req BuildRequest) error {
 	args := []string{"build", "--tag", req.Tag, "--file", req.Dockerfile}
-	for _, k := range sortedKeys(req.Args) {
+	for _, k := range slices.Sorted(maps.Keys(req.Args)) {
 		args = append(args, "--build-arg", k+"="+req.Args[k])
 	}
-	for _, k := range sortedKeys(req.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(req.Labels)) {
 		args = append(args, "--label", k+"="+req.Labels[k])
 	}
 	if req.Network != "" {
@@ -93,20 +95,20 @@ func (r *cliRuntime) Build(ctx context.Context, req BuildRequest) error {
 	args = append(args, req.Context)
 	r.debugExec(args)
 	out := req.Output
-	tail := &tailBuffer{max: 4096}
+	tail := NewTailBuffer(4096)
 	if out == nil {
 		out = tail
 	} else {
 		out = io.MultiWriter(out, tail)
 	}
 	if err := r.exec(ctx, Command{Path: r.bin, Args: args, Stdout: out, Stderr: out}); err != nil {
-		return fmt.Errorf("building %s with %s: %w\n%s", req.Tag, r.bin, err, indent(lastLines(tail.String(), 15)))
+		return fmt.Errorf("building %s with %s: %w\n%s", req.Tag, r.bin, err, indent(LastLines(tail.String(), 15)))
 	}
 	return nil
 }
 
 func (r *cliRuntime) ImageExists(ctx context.Context, ref string) (bool, error) {
-	if r.kind == RuntimePodman {
+	if r.kind == Podman {
 		_, err := r.run(ctx, "image", "exists", ref)
 		if code, ok := ExitCode(err); ok && code == 1 {
 			return false, nil
@@ -136,13 +138,13 @@ func (r *cliRuntime) ImageID(ctx context.Context, ref string) (string, error) {
 func (r *cliRuntime) Pull(ctx context.Context, ref string, out io.Writer) error {
 	args := []string{"pull", ref}
 	r.debugExec(args)
-	tail := &tailBuffer{max: 2048}
+	tail := NewTailBuffer(2048)
 	w := io.Writer(tail)
 	if out != nil {
 		w = io.MultiWriter(out, tail)
 	}
 	if err := r.exec(ctx, Command{Path: r.bin, Args: args, Stdout: w, Stderr: w}); err != nil {
-		if l := lastLines(tail.String(), 1); l != "" {
+		if l := LastLines(tail.String(), 1); l != "" {
 			return fmt.Errorf("pulling %s with %s: %w: %s", ref, r.bin, err, l)
 		}
 		return fmt.Errorf("pulling %s with %s: %w", ref, r.bin, err)
@@ -181,7 +183,7 @@ func (r *cliRuntime) Exec(ctx context.Context, req ExecRequest) (int, error) {
 		args = append(args, "--workdir", req.Workdir)
 	}
 	var env []string
-	for _, k := range sortedKeys(req.Env) {
+	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
 		if !envname.Valid(k) {
 			return 0, fmt.Errorf("running a command in a container: %q is not a variable name (use letters, digits and _)", k)
 		}
@@ -219,7 +221,7 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 	if req.Name != "" {
 		args = append(args, "--name", req.Name)
 	}
-	for _, k := range sortedKeys(req.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(req.Labels)) {
 		args = append(args, "--label", k+"="+req.Labels[k])
 	}
 	if req.Detach {
@@ -240,7 +242,7 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 	if req.PidsLimit > 0 {
 		args = append(args, "--pids-limit", strconv.Itoa(req.PidsLimit))
 	}
-	for _, h := range sortedKeys(req.AddHosts) {
+	for _, h := range slices.Sorted(maps.Keys(req.AddHosts)) {
 		args = append(args, "--add-host", h+":"+req.AddHosts[h])
 	}
 	if req.User != "" {
@@ -293,7 +295,7 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 // both runtimes' env-file format, so newlines are refused).
 func writeEnvFile(env map[string]string) (string, error) {
 	var b strings.Builder
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if !envname.Valid(k) {
 			return "", fmt.Errorf("setting container environment: %q is not a variable name (use letters, digits and _)", k)
 		}
@@ -329,7 +331,7 @@ func (r *cliRuntime) NetworkCreate(ctx context.Context, req NetworkRequest) (Net
 	if req.Name == "" {
 		return Network{}, fmt.Errorf("creating a network: no name given")
 	}
-	if req.Subnet == "" && req.DisableDNS && r.kind == RuntimePodman {
+	if req.Subnet == "" && req.DisableDNS && r.kind == Podman {
 		return r.podmanCreatePicked(ctx, req)
 	}
 	if err := r.networkCreate(ctx, req); err != nil {
@@ -344,7 +346,7 @@ func (r *cliRuntime) networkCreate(ctx context.Context, req NetworkRequest) erro
 	if req.Internal {
 		args = append(args, "--internal")
 	}
-	if req.DisableDNS && r.kind == RuntimePodman {
+	if req.DisableDNS && r.kind == Podman {
 		// Docker's embedded DNS does not forward for internal networks;
 		// Podman's aardvark-dns does unless disabled.
 		args = append(args, "--disable-dns")
@@ -357,7 +359,7 @@ func (r *cliRuntime) networkCreate(ctx context.Context, req NetworkRequest) erro
 		pfx = pfx.Masked()
 		args = append(args, "--subnet", pfx.String(), "--gateway", pfx.Addr().Next().String())
 	}
-	for _, k := range sortedKeys(req.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(req.Labels)) {
 		args = append(args, "--label", k+"="+req.Labels[k])
 	}
 	args = append(args, req.Name)
@@ -451,14 +453,14 @@ func isNetworkGone(err error) bool {
 
 func (r *cliRuntime) ContainerRemove(ctx context.Context, name string) error {
 	args := []string{"rm", "--force"}
-	if r.kind == RuntimePodman {
+	if r.kind == Podman {
 		// Podman's rm --force still waits its default 10s stop timeout;
 		// the container is being discarded, so do not wait.
 		args = append(args, "--time", "0")
 	}
 	_, err := r.run(ctx, append(args, name)...)
 	var ce *cliError
-	if errors.As(err, &ce) && isContainerGone(ce.stderr) {
+	if errors.As(err, &ce) && IsContainerGone(ce.stderr) {
 		return nil
 	}
 	return wrapf(err, "removing container %s", name)
@@ -471,7 +473,7 @@ func (r *cliRuntime) ContainerRemove(ctx context.Context, name string) error {
 // name or ID "NAME" found: no such container". It is the one home of that
 // rule: ContainerRemove takes it as success, a sandbox call as
 // api.ErrSandboxGone.
-func isContainerGone(stderr string) bool {
+func IsContainerGone(stderr string) bool {
 	s := strings.ToLower(stderr)
 	return strings.Contains(s, "no such container") || strings.Contains(s, "is already in progress")
 }
@@ -484,7 +486,7 @@ func isContainerGone(stderr string) bool {
 // while the exec starts. Not a sign of removal: `docker rm --force` says
 // "is not running" too when the container stops under it, and it is then
 // still there.
-func isContainerStopped(stderr string) bool {
+func IsContainerStopped(stderr string) bool {
 	s := strings.ToLower(stderr)
 	for _, m := range []string{"is not running", "container state improper", "cannot exec in a stopped"} {
 		if strings.Contains(s, m) {
