@@ -11,6 +11,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/console"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
@@ -38,7 +39,7 @@ func (d *Daemon) newSandboxManager() (*launcher.SandboxManager, error) {
 		Runtime: func(ctx context.Context, kind runtime.Kind) (runtime.Runtime, error) {
 			return runtime.New(ctx, runtime.Config{Kind: kind, Logger: log})
 		},
-		GuardBinary: func() (string, error) { return launcher.GuardHelper(os.Getenv(launcher.EnvGuardBinary)) },
+		GuardBinary: func() (string, error) { return guard.Helper(os.Getenv(guard.EnvBinary)) },
 	})
 }
 

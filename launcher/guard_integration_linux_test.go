@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"net"
 	"net/http"
@@ -153,7 +154,7 @@ func TestGuardRealRuntimes(t *testing.T) {
 			serveText(t, relay, "relay-ok")
 			allow := []netip.AddrPort{netip.MustParseAddrPort(relay.Addr().String())}
 
-			g, stop, err := StartGuard(ctx, rt, GuardRequest{
+			g, stop, err := guard.Start(ctx, rt, guard.Request{
 				Name: id + "-guard", Image: base, Network: n.Name, Binary: guardBin, Allow: allow,
 				AddHosts: map[string]string{rt.HostAlias(): n.Gateway}, Labels: labels,
 			})
@@ -169,12 +170,12 @@ func TestGuardRealRuntimes(t *testing.T) {
 			}
 
 			// The kernel holds the expected rules: read back from the namespace.
-			rs, err := GuardRules(allow)
+			rs, err := guard.Rules(allow)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var show, showErr bytes.Buffer
-			code, err := rt.Exec(ctx, runtime.ExecRequest{Container: g.Container, Cmd: []string{GuardBinaryPath, "internal", "guard", "show"}, Stdout: &show, Stderr: &showErr})
+			code, err := rt.Exec(ctx, runtime.ExecRequest{Container: g.Container, Cmd: []string{guard.BinaryPath, "internal", "guard", "show"}, Stdout: &show, Stderr: &showErr})
 			if got := strings.Split(strings.TrimSpace(show.String()), "\n"); err != nil || code != 0 || !slices.Equal(got, rs.Lines()) {
 				t.Errorf("rules read back = %d, %v:\n%s%s\nwant\n%s", code, err, show.String(), showErr.String(), strings.Join(rs.Lines(), "\n"))
 			}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/google/nftables/expr"
 )
@@ -33,7 +34,7 @@ var wantGuard = []string{
 
 func TestGuardRules(t *testing.T) {
 	ep := func(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
-	rs, err := GuardRules([]netip.AddrPort{ep("10.89.1.1:41000"), ep("[::ffff:10.89.1.1]:41001"), ep("10.89.1.1:41000")})
+	rs, err := guard.Rules([]netip.AddrPort{ep("10.89.1.1:41000"), ep("[::ffff:10.89.1.1]:41001"), ep("10.89.1.1:41000")})
 	if err != nil {
 		t.Fatalf("GuardRules: %v", err)
 	}
@@ -41,7 +42,7 @@ func TestGuardRules(t *testing.T) {
 		t.Errorf("GuardRules(relays) =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantGuard, "\n"))
 	}
 	// Every base chain drops by default, in the inet family (IPv4 and IPv6).
-	if rs.Table.Family != 1 && rs.Table.Name != GuardTable {
+	if rs.Table.Family != 1 && rs.Table.Name != guard.Table {
 		t.Errorf("table = %+v", rs.Table)
 	}
 	for _, c := range rs.Chains {
@@ -61,7 +62,7 @@ func TestGuardRules(t *testing.T) {
 		{"port zero", []netip.AddrPort{ep("10.0.0.1:0")}, `"10.0.0.1:0"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := GuardRules(tc.allow); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := guard.Rules(tc.allow); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("GuardRules(%v) err = %v, want %q", tc.allow, err, tc.want)
 			}
 		})
@@ -69,7 +70,7 @@ func TestGuardRules(t *testing.T) {
 }
 
 func TestFormatGuardRuleUnknown(t *testing.T) {
-	got := FormatGuardRule([]expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}})
+	got := guard.FormatRule([]expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}})
 	if got != "?*expr.Counter drop" {
 		t.Errorf("FormatGuardRule(counter, drop) = %q", got)
 	}
@@ -89,7 +90,7 @@ func FuzzGuardRules(f *testing.F) {
 				allow = append(allow, ap)
 			}
 		}
-		rs, err := GuardRules(allow)
+		rs, err := guard.Rules(allow)
 		if err != nil {
 			return
 		}
@@ -153,11 +154,11 @@ func TestIsStaticELF(t *testing.T) {
 	if err := os.WriteFile(notELF, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := IsStaticELF(notELF); err == nil {
+	if err := guard.IsStaticELF(notELF); err == nil {
 		t.Error("IsStaticELF(shell script) = nil")
 	}
 	// /bin/sh is dynamically linked on every distribution CI uses.
-	if err := IsStaticELF("/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+	if err := guard.IsStaticELF("/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
 		t.Errorf("IsStaticELF(/bin/sh) = %v, want the rebuild fix", err)
 	}
 }

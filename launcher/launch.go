@@ -17,6 +17,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/shims"
@@ -428,7 +429,7 @@ func (l *launch) runAgent(ctx context.Context, req runtime.RunRequest) (int, err
 
 // startGuard starts the egress guard's holder on network, allowing only the
 // two relays, and registers its removal.
-func (l *launch) startGuard(ctx context.Context, name string, network runtime.Network, labels map[string]string, relays ...string) (*Guard, error) {
+func (l *launch) startGuard(ctx context.Context, name string, network runtime.Network, labels map[string]string, relays ...string) (*guard.Guard, error) {
 	allow := make([]netip.AddrPort, len(relays))
 	for i, r := range relays {
 		ap, err := netip.ParseAddrPort(r)
@@ -437,7 +438,7 @@ func (l *launch) startGuard(ctx context.Context, name string, network runtime.Ne
 		}
 		allow[i] = ap
 	}
-	guard, stop, err := StartGuard(ctx, l.rt, GuardRequest{
+	guard, stop, err := guard.Start(ctx, l.rt, guard.Request{
 		Name: name + "-guard", Image: l.cfg.Plan.Image, Network: network.Name, Binary: l.cfg.GuardBinary,
 		Allow: allow, AddHosts: map[string]string{l.rt.HostAlias(): network.Gateway}, Labels: labels,
 	})

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/shims"
@@ -180,7 +181,7 @@ func fakeGuardApply(argv []string) string {
 			allow = append(allow, ap)
 		}
 	}
-	rs, err := GuardRules(allow)
+	rs, err := guard.Rules(allow)
 	if err != nil {
 		return err.Error()
 	}

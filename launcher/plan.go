@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io/fs"
 	"os"
@@ -183,7 +184,7 @@ type planView struct {
 
 func planJSON(p *Plan, rt *RuntimeInfo) planView {
 	return planView{Tier: p.Tier.Number(), TierName: p.Tier.Name(), plainPlan: (*plainPlan)(p),
-		EgressGuard: GuardSummary(nil), Hardening: hardeningSummary(p), Runtime: rt}
+		EgressGuard: guard.Summary(nil), Hardening: hardeningSummary(p), Runtime: rt}
 }
 
 // NewPlan reads projectDir/.devcontainer/devcontainer.json (when present)

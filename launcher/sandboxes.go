@@ -19,6 +19,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
@@ -31,7 +32,7 @@ const (
 
 // sandboxHelperArgs are the hidden subcommands the sandbox's container
 // runs from the helper binary mounted at GuardBinaryPath.
-var sandboxHelperArgs = []string{GuardBinaryPath, "internal", "sandbox"}
+var sandboxHelperArgs = []string{guard.BinaryPath, "internal", "sandbox"}
 
 // SandboxInputs are what a sandbox is composed from, loaded afresh for
 // each one (the connector store may have changed).
@@ -181,7 +182,7 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 		run.Entrypoint = sandboxHelperArgs[0]
 		run.Cmd = append(slices.Clone(sandboxHelperArgs[1:]), "hold")
 		delete(run.Env, lifecycleScriptEnv) // run once below, not by the holder
-		run.Mounts = append(run.Mounts, runtime.Mount{Source: bin, Target: GuardBinaryPath, ReadOnly: true})
+		run.Mounts = append(run.Mounts, runtime.Mount{Source: bin, Target: guard.BinaryPath, ReadOnly: true})
 		run.Detach, run.Interactive, run.TTY = true, false, false
 		run.Stdin, run.Stdout, run.Stderr = nil, io.Discard, &logWriter{log: log}
 		run.Labels = map[string]string{LabelManaged: "true", LabelSession: sess.ID, LabelSandbox: id}

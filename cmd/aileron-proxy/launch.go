@@ -18,6 +18,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/daemon"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
@@ -176,7 +177,7 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 	if err != nil {
 		return err
 	}
-	guardBin, err := launcher.GuardHelper(a.getenv(launcher.EnvGuardBinary))
+	guardBin, err := guard.Helper(a.getenv(guard.EnvBinary))
 	if err != nil {
 		return err
 	}

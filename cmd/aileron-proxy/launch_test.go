@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/aileron-dev/aileron-proxy/daemon"
-	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 )
 
 func TestLaunchUsageErrors(t *testing.T) {
@@ -61,7 +61,7 @@ func TestLaunchRefusesDynamicGuardHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	_, stderr, code := runCLI(t, t.TempDir(), "", map[string]string{launcher.EnvGuardBinary: "/bin/sh"}, "launch", "--sandbox=docker", "--project", t.TempDir(), "--", "claude")
+	_, stderr, code := runCLI(t, t.TempDir(), "", map[string]string{guard.EnvBinary: "/bin/sh"}, "launch", "--sandbox=docker", "--project", t.TempDir(), "--", "claude")
 	if code != exitFailure || !strings.Contains(stderr, "/bin/sh is dynamically linked") || !strings.Contains(stderr, "CGO_ENABLED=0") {
 		t.Errorf("launch with a dynamic guard helper = exit %d, stderr %q", code, stderr)
 	}
@@ -133,7 +133,7 @@ func TestLaunchStartsDaemonInProcess(t *testing.T) {
 echo "api=$AILERON_API_URL"
 curl -sS --noproxy '*' --max-time 10 -o /dev/null -w 'status=%{http_code}\n' "$AILERON_API_URL/openapi.json"
 } > "$2" 2>&1; exit 3`
-	env := map[string]string{launcher.EnvGuardBinary: staticELF(t)}
+	env := map[string]string{guard.EnvBinary: staticELF(t)}
 	_, stderr, code := runCLI(t, home, "", env, "launch", "--sandbox=docker", "--project", project, "--", "sh", "-c", script, "agent", home, out)
 	if code != 3 {
 		t.Fatalf("launch = exit %d, want the agent's 3\nstderr: %s", code, stderr)
@@ -235,10 +235,10 @@ func TestLaunchTellsHeldApproval(t *testing.T) {
 	// Not runCLI's bytes.Buffer: the agent's stderr is copied into it with
 	// ReadFrom, which drops what other goroutines write meanwhile.
 	var errOut auditSyncBuffer
-	guard := staticELF(t)
+	helper := staticELF(t)
 	getenv := func(k string) string {
-		if k == launcher.EnvGuardBinary {
-			return guard
+		if k == guard.EnvBinary {
+			return helper
 		}
 		return ""
 	}
