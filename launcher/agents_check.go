@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"strings"
 )
@@ -83,7 +84,7 @@ func CheckAgentRecipe(ctx context.Context, rt runtime.Runtime, image string, a A
 		p.OK = true
 	} else {
 		p.Detail = fmt.Sprintf("containerEnv does not set %s, which %s needs to start", a.Placeholder, a.Command)
-		p.Fix = fmt.Sprintf("add %q: %q to containerEnv in %s (the proxy injects the real key), or %s", a.Placeholder, PlaceholderValue, DevContainerPath, rebuild)
+		p.Fix = fmt.Sprintf("add %q: %q to containerEnv in %s (the proxy injects the real key), or %s", a.Placeholder, PlaceholderValue, devcontainer.Path, rebuild)
 	}
 	return append(res, p), nil
 }

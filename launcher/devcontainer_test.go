@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"errors"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"reflect"
 	"slices"
 	"strings"
@@ -34,25 +35,25 @@ const jsoncFull = `// A project devcontainer, JSON with comments.
 `
 
 func TestParseDevContainerJSONC(t *testing.T) {
-	dc, err := ParseDevContainer("devcontainer.json", []byte(jsoncFull))
+	dc, err := devcontainer.Parse("devcontainer.json", []byte(jsoncFull))
 	if err != nil {
 		t.Fatalf("ParseDevContainer: %v", err)
 	}
-	want := &DevContainer{
+	want := &devcontainer.DevContainer{
 		Path:  "devcontainer.json",
 		Image: "ignored:when-build-is-set",
-		Build: &DevContainerBuild{
+		Build: &devcontainer.Build{
 			Dockerfile: "Dockerfile",
 			Context:    "..",
 			Args:       map[string]string{"NODE_MAJOR": "20", "EMPTY": ""},
 		},
 		ContainerEnv: map[string]string{"EDITOR": "vi"},
-		Aileron: AileronSettings{
+		Aileron: devcontainer.AileronSettings{
 			Image:           "ghcr.io/acme/agent:2026-05-29",
-			Mediation:       MediationDefault,
-			ApprovalSurface: ApprovalSurfaceCLI,
+			Mediation:       devcontainer.MediationDefault,
+			ApprovalSurface: devcontainer.ApprovalSurfaceCLI,
 		},
-		Features: []DevContainerFeature{{Ref: "ghcr.io/devcontainers/features/node:1", Options: map[string]string{}, Line: 14, Column: 16}},
+		Features: []devcontainer.FeatureRef{{Ref: "ghcr.io/devcontainers/features/node:1", Options: map[string]string{}, Line: 14, Column: 16}},
 	}
 	if !reflect.DeepEqual(dc, want) {
 		t.Errorf("ParseDevContainer =\n%+v\nwant\n%+v", dc, want)
@@ -60,16 +61,16 @@ func TestParseDevContainerJSONC(t *testing.T) {
 }
 
 func TestParseDevContainerLegacyDockerFile(t *testing.T) {
-	dc, err := ParseDevContainer("dc.json", []byte(`{"dockerFile": "../Dockerfile", "context": "..", "build": {"target": "x"} ,}`))
+	dc, err := devcontainer.Parse("dc.json", []byte(`{"dockerFile": "../Dockerfile", "context": "..", "build": {"target": "x"} ,}`))
 	// "build" without a dockerfile is an error even with the legacy key.
 	if err == nil {
 		t.Fatalf("ParseDevContainer = %+v, want an error for build without dockerfile", dc)
 	}
-	dc, err = ParseDevContainer("dc.json", []byte(`{"dockerFile": "../Dockerfile", "context": "..",}`))
+	dc, err = devcontainer.Parse("dc.json", []byte(`{"dockerFile": "../Dockerfile", "context": "..",}`))
 	if err != nil {
 		t.Fatalf("ParseDevContainer: %v", err)
 	}
-	want := &DevContainerBuild{Dockerfile: "../Dockerfile", Context: ".."}
+	want := &devcontainer.Build{Dockerfile: "../Dockerfile", Context: ".."}
 	if !reflect.DeepEqual(dc.Build, want) {
 		t.Errorf("Build = %+v, want %+v", dc.Build, want)
 	}
@@ -155,7 +156,7 @@ func TestParseDevContainerErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dc, err := ParseDevContainer("dc.json", []byte(tc.in))
+			dc, err := devcontainer.Parse("dc.json", []byte(tc.in))
 			if err == nil {
 				t.Fatalf("ParseDevContainer(%q) = %+v, want an error", tc.in, dc)
 			}
@@ -173,8 +174,8 @@ func TestParseDevContainerErrors(t *testing.T) {
 }
 
 func TestConfigErrorIsTyped(t *testing.T) {
-	_, err := ParseDevContainer("dc.json", []byte(`{"customizations": {"aileron": {"mediation": "off"}}}`))
-	var ce *ConfigError
+	_, err := devcontainer.Parse("dc.json", []byte(`{"customizations": {"aileron": {"mediation": "off"}}}`))
+	var ce *devcontainer.ConfigError
 	if !errors.As(err, &ce) {
 		t.Fatalf("error %v is not a *ConfigError", err)
 	}
@@ -184,7 +185,7 @@ func TestConfigErrorIsTyped(t *testing.T) {
 
 	// A dockerfile with a bad value is one problem, not also a missing one.
 	for _, key := range []string{"dockerfile", "dockerFile"} {
-		_, err := ParseDevContainer("dc.json", []byte(`{"build": {"`+key+`": 5}}`))
+		_, err := devcontainer.Parse("dc.json", []byte(`{"build": {"`+key+`": 5}}`))
 		if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Key != "build."+key {
 			t.Errorf("ParseDevContainer(build.%s: 5) = %v, want one problem for build.%s", key, err, key)
 		}
@@ -194,7 +195,7 @@ func TestConfigErrorIsTyped(t *testing.T) {
 func TestLineColumn(t *testing.T) {
 	data := []byte("ab\ncd\n\nef")
 	for _, tc := range []struct{ off, line, col int }{{0, 1, 1}, {1, 1, 2}, {3, 2, 1}, {7, 4, 1}, {8, 4, 2}, {99, 4, 3}} {
-		if l, c := lineColumn(data, tc.off); l != tc.line || c != tc.col {
+		if l, c := devcontainer.LineColumn(data, tc.off); l != tc.line || c != tc.col {
 			t.Errorf("lineColumn(%d) = %d:%d, want %d:%d", tc.off, l, c, tc.line, tc.col)
 		}
 	}
@@ -212,7 +213,7 @@ func FuzzParseDevContainer(f *testing.F) {
 	f.Add([]byte(`{"image": "x", "postCreateCommand": {"a": "echo", "b": ["ls", "-l"]}, "onCreateCommand": ["x"], "initializeCommand": "y"}`))
 	f.Add([]byte(`{"image": "x", "features": {"./f": {"v": 1, "b": true}, "reg/x:1": "2", "reg/y": false}, "build": {"dockerfile": "D", "options": ["--pull", "--network=host"], "cacheFrom": ["c"]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dc, err := ParseDevContainer("dc.json", data)
+		dc, err := devcontainer.Parse("dc.json", data)
 		if err != nil {
 			if dc != nil {
 				t.Fatalf("ParseDevContainer(%q) = %+v with error %v", data, dc, err)
@@ -222,16 +223,16 @@ func FuzzParseDevContainer(f *testing.F) {
 		if dc.Build != nil && dc.Build.Dockerfile == "" {
 			t.Errorf("ParseDevContainer(%q): build without a dockerfile", data)
 		}
-		if m := dc.Aileron.Mediation; m != "" && m != MediationDefault {
+		if m := dc.Aileron.Mediation; m != "" && m != devcontainer.MediationDefault {
 			t.Errorf("ParseDevContainer(%q): mediation %q", data, m)
 		}
-		if s := dc.Aileron.ApprovalSurface; s != "" && !slices.Contains(acceptedApprovalSurface(), string(s)) {
+		if s := dc.Aileron.ApprovalSurface; s != "" && !slices.Contains(devcontainer.AcceptedApprovalSurface(), string(s)) {
 			t.Errorf("ParseDevContainer(%q): approval surface %q", data, s)
 		}
 		// Only allow-listed run flags pass; every refusal says so.
 		for _, a := range dc.RunArgs {
 			name, _, _ := strings.Cut(a, "=")
-			if _, ok := allowedRunArgs[name]; !ok {
+			if !slices.Contains(devcontainer.AllowedRunArgs(), name) {
 				t.Errorf("ParseDevContainer(%q): runArgs kept %q", data, a)
 			}
 		}
@@ -246,7 +247,7 @@ func FuzzParseDevContainer(f *testing.F) {
 			}
 		}
 		for _, st := range dc.Lifecycle {
-			if len(st.Commands) == 0 || !slices.Contains(lifecycleKeys, st.Key) {
+			if len(st.Commands) == 0 || !slices.Contains(devcontainer.LifecycleKeys, st.Key) {
 				t.Errorf("ParseDevContainer(%q): lifecycle step %+v", data, st)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io"
 	"os"
@@ -30,7 +31,7 @@ func (p *Plan) RunImage() string {
 
 // planFeatures resolves the devcontainer's features (fetching OCI ones
 // with opts.FeatureFetcher) and names the derived image.
-func (p *Plan) planFeatures(dcDir string, dc *DevContainer, opts PlanOptions) error {
+func (p *Plan) planFeatures(dcDir string, dc *devcontainer.DevContainer, opts PlanOptions) error {
 	if len(dc.Features) == 0 {
 		return nil
 	}
@@ -38,13 +39,13 @@ func (p *Plan) planFeatures(dcDir string, dc *DevContainer, opts PlanOptions) er
 	if fetch == nil {
 		fetch = NewOCIFeatureFetcher("")
 	}
-	features, refused, err := resolveFeatures(dcDir, dc.Features, dc.OverrideFeatureInstallOrder, fetch)
+	features, refused, err := devcontainer.ResolveFeatures(dcDir, dc.Features, dc.OverrideFeatureInstallOrder, fetch)
 	if err != nil {
-		return fmt.Errorf("resolving the features of %s: %w", DevContainerPath, err)
+		return fmt.Errorf("resolving the features of %s: %w", devcontainer.Path, err)
 	}
 	vc := p.Vars(opts.LocalEnv, nil)
 	for _, f := range features {
-		f.installEnv = substituteMap(f.Env, vc)
+		f.InstallEnv = devcontainer.SubstituteMap(f.Env, vc)
 	}
 	p.Features, p.Refused = features, append(p.Refused, refused...)
 	h := sha256.New()
@@ -54,8 +55,8 @@ func (p *Plan) planFeatures(dcDir string, dc *DevContainer, opts PlanOptions) er
 	}
 	for _, f := range features {
 		fmt.Fprintf(h, "feature %q %s\n", f.ID, f.Digest)
-		for _, k := range sortedKeys(f.installEnv) {
-			fmt.Fprintf(h, "  option %q=%q\n", k, f.installEnv[k])
+		for _, k := range sortedKeys(f.InstallEnv) {
+			fmt.Fprintf(h, "  option %q=%q\n", k, f.InstallEnv[k])
 		}
 	}
 	p.FeaturesImage = FeaturesRepository + ":" + hex.EncodeToString(h.Sum(nil))[:12]
@@ -65,7 +66,7 @@ func (p *Plan) planFeatures(dcDir string, dc *DevContainer, opts PlanOptions) er
 // featuresDockerfile installs features on base as the devcontainer CLI
 // does: as root, each feature's options sourced from its env file, its
 // containerEnv set with ENV, then back to user.
-func featuresDockerfile(base, user string, features []*Feature) string {
+func featuresDockerfile(base, user string, features []*devcontainer.Feature) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "FROM %s\nUSER root\n", base)
 	for i, f := range features {
@@ -82,14 +83,14 @@ func featuresDockerfile(base, user string, features []*Feature) string {
 
 // featureEnvFile is the env file install.sh of f is run with: its
 // resolved options and the users the devcontainer CLI names.
-func featureEnvFile(f *Feature, remoteUser, containerUser string) string {
+func featureEnvFile(f *devcontainer.Feature, remoteUser, containerUser string) string {
 	env := map[string]string{"_REMOTE_USER": remoteUser, "_CONTAINER_USER": containerUser}
-	for k, v := range f.installEnv {
+	for k, v := range f.InstallEnv {
 		env[k] = v
 	}
 	var lines strings.Builder
 	for _, k := range sortedKeys(env) {
-		fmt.Fprintf(&lines, "%s=%s\n", k, shQuote(env[k]))
+		fmt.Fprintf(&lines, "%s=%s\n", k, devcontainer.ShQuote(env[k]))
 	}
 	return lines.String()
 }
@@ -140,7 +141,7 @@ func buildFeaturesImage(ctx context.Context, rt runtime.Runtime, p *Plan, opts P
 		Labels: map[string]string{LabelManaged: "true"},
 	})
 	if err != nil {
-		return fmt.Errorf("installing the devcontainer features (%s): %w", DevContainerPath, err)
+		return fmt.Errorf("installing the devcontainer features (%s): %w", devcontainer.Path, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"go.uber.org/zap/zaptest"
 )
@@ -163,7 +164,7 @@ func TestSandboxRealRuntimes(t *testing.T) {
 			}
 
 			// Tier 2: a BYO image used as supplied (here: the base, present).
-			dir2 := writeProject(t, map[string]string{DevContainerPath: `{"customizations": {"aileron": {"image": "` + p0.BaseImage + `",},},}`})
+			dir2 := writeProject(t, map[string]string{devcontainer.Path: `{"customizations": {"aileron": {"image": "` + p0.BaseImage + `",},},}`})
 			p2, err := NewPlan(dir2, PlanOptions{})
 			if err != nil {
 				t.Fatal(err)

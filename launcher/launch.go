@@ -17,6 +17,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
@@ -188,7 +189,7 @@ type launch struct {
 	detach func(ctx context.Context, run runtime.RunRequest, sess *api.CreatedSession, user AgentUser) error
 	// lifecycle is the devcontainer's in-sandbox commands, resolved; a
 	// detached sandbox runs them once after its container starts.
-	lifecycle []LifecycleStep
+	lifecycle []devcontainer.LifecycleStep
 }
 
 type undoStep struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"strings"
 )
@@ -12,7 +13,7 @@ import (
 // their variables resolved for one container.
 type resolvedSandbox struct {
 	containerEnv, remoteEnv map[string]string
-	lifecycle               []LifecycleStep
+	lifecycle               []devcontainer.LifecycleStep
 }
 
 // resolveSandbox resolves the plan's containerEnv, remoteEnv and
@@ -57,11 +58,11 @@ const lifecycleScriptEnv = "AILERON_LIFECYCLE_SCRIPT"
 // environment: the agent itself, or, when there are lifecycle commands,
 // /bin/sh running them first (LifecycleScript, passed in the environment)
 // and then exec'ing the agent.
-func agentCommand(agent []string, steps []LifecycleStep) (entrypoint string, cmd []string, env map[string]string) {
+func agentCommand(agent []string, steps []devcontainer.LifecycleStep) (entrypoint string, cmd []string, env map[string]string) {
 	if len(steps) == 0 {
 		return agent[0], agent[1:], nil
 	}
-	script := "unset " + lifecycleScriptEnv + "\n" + LifecycleScript(steps, true)
+	script := "unset " + lifecycleScriptEnv + "\n" + devcontainer.LifecycleScript(steps, true)
 	encoded := strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(script)
 	return "/bin/sh", append([]string{"-c", `eval "$(printf '%b' "$` + lifecycleScriptEnv + `")"`, "aileron-lifecycle"}, agent...),
 		map[string]string{lifecycleScriptEnv: encoded}
@@ -80,7 +81,7 @@ func probeContainerEnv(ctx context.Context, rt runtime.Runtime, user AgentUser, 
 		err = fmt.Errorf("exit status %d: %s", code, runtime.LastLines(stderr.String(), 2))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the environment of image %s for ${containerEnv:...} in remoteEnv (%s): %w", user.Image, DevContainerPath, err)
+		return nil, fmt.Errorf("reading the environment of image %s for ${containerEnv:...} in remoteEnv (%s): %w", user.Image, devcontainer.Path, err)
 	}
 	env := map[string]string{}
 	for _, kv := range strings.Split(stdout.String(), "\x00") {

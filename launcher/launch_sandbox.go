@@ -16,6 +16,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/ca"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/shims"
@@ -127,7 +128,7 @@ func SandboxEnv(in SandboxEnvInput) (env map[string]string, warnings []string, e
 	}{{"containerEnv", in.ContainerEnv}, {"remoteEnv", in.RemoteEnv}} {
 		for k, v := range layer.vars {
 			if _, taken := ours[k]; taken || strings.HasPrefix(k, "AILERON_") {
-				warnings = append(warnings, fmt.Sprintf("ignoring %s %s from %s: launch sets it for the session (AILERON_*, proxy and CA variables are reserved)", layer.key, k, DevContainerPath))
+				warnings = append(warnings, fmt.Sprintf("ignoring %s %s from %s: launch sets it for the session (AILERON_*, proxy and CA variables are reserved)", layer.key, k, devcontainer.Path))
 				continue
 			}
 			env[k] = v

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"os"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 
 // mountRulesFor builds rules rooted in a fake home under dir, with a fake
 // runtime socket, so the tests never depend on the host's.
-func mountRulesFor(t *testing.T, dir string) *MountRules {
+func mountRulesFor(t *testing.T, dir string) *devcontainer.MountRules {
 	t.Helper()
 	home := filepath.Join(dir, "home")
 	for _, d := range []string{".ssh", ".aileron", "run", "code/data"} {
@@ -30,12 +31,12 @@ func mountRulesFor(t *testing.T, dir string) *MountRules {
 	if err := os.Symlink(filepath.Join(home, ".ssh"), filepath.Join(home, "code", "sneaky")); err != nil {
 		t.Fatal(err)
 	}
-	return &MountRules{AileronHome: filepath.Join(home, ".aileron"), Home: home, Sockets: []string{sock}}
+	return &devcontainer.MountRules{AileronHome: filepath.Join(home, ".aileron"), Home: home, Sockets: []string{sock}}
 }
 
 func TestMountsPlanned(t *testing.T) {
 	dir := writeProject(t, map[string]string{
-		DevContainerPath: `{
+		devcontainer.Path: `{
   "image": "debian:bookworm-slim",
   "workspaceMount": "source=${localWorkspaceFolder},target=/src/${localWorkspaceFolderBasename},type=bind,consistency=cached",
   "workspaceFolder": "/src/${localWorkspaceFolderBasename}",
@@ -104,7 +105,7 @@ func TestMountsRefused(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := writeProject(t, map[string]string{DevContainerPath: "{\n  \"image\": \"x\",\n  \"mounts\": [" + tc.mount + "]\n}"})
+			dir := writeProject(t, map[string]string{devcontainer.Path: "{\n  \"image\": \"x\",\n  \"mounts\": [" + tc.mount + "]\n}"})
 			p, err := NewPlan(dir, PlanOptions{MountRules: rules})
 			if err != nil {
 				t.Fatal(err)
@@ -133,9 +134,9 @@ func TestMountErrors(t *testing.T) {
 		{`[{"type": "bind", "source": "/tmp", "target": "/x", "propagation": "shared"}]`, `mount key "propagation" is not supported`},
 		{`"source=/tmp,target=/x"`, "mounts: must be an array"},
 	} {
-		dir := writeProject(t, map[string]string{DevContainerPath: `{"image": "x", "mounts": ` + tc.mounts + `}`})
+		dir := writeProject(t, map[string]string{devcontainer.Path: `{"image": "x", "mounts": ` + tc.mounts + `}`})
 		_, err := NewPlan(dir, PlanOptions{MountRules: rules})
-		var ce *ConfigError
+		var ce *devcontainer.ConfigError
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewPlan(mounts %s) error = %v, want a *ConfigError with %q", tc.mounts, err, tc.want)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io"
 	"os"
@@ -96,14 +97,14 @@ func (f *fakeRuntime) Exec(context.Context, runtime.ExecRequest) (int, error) { 
 func TestPreparePolicies(t *testing.T) {
 	base := BaseImage("")
 	tier1 := map[string]string{
-		DevContainerPath:           `{"build": {"dockerfile": "Dockerfile"}}`,
+		devcontainer.Path:          `{"build": {"dockerfile": "Dockerfile"}}`,
 		".devcontainer/Dockerfile": "FROM " + base + "\n",
 	}
 	tier1Other := map[string]string{
-		DevContainerPath:           `{"build": {"dockerfile": "Dockerfile"}}`,
+		devcontainer.Path:          `{"build": {"dockerfile": "Dockerfile"}}`,
 		".devcontainer/Dockerfile": "FROM debian:bookworm-slim\n",
 	}
-	tier2 := map[string]string{DevContainerPath: `{"customizations": {"aileron": {"image": "byo:1"}}}`}
+	tier2 := map[string]string{devcontainer.Path: `{"customizations": {"aileron": {"image": "byo:1"}}}`}
 	const project = "<project>"
 	tests := []struct {
 		name    string
@@ -192,7 +193,7 @@ func TestPrepareBuildsTheEmbeddedDefinitionAndLabels(t *testing.T) {
 
 func TestPrepareErrors(t *testing.T) {
 	p, err := NewPlan(writeProject(t, map[string]string{
-		DevContainerPath:           `{"build": {"dockerfile": "Dockerfile"}}`,
+		devcontainer.Path:          `{"build": {"dockerfile": "Dockerfile"}}`,
 		".devcontainer/Dockerfile": "FROM " + BaseImage("") + "\n",
 	}), PlanOptions{})
 	if err != nil {
@@ -217,7 +218,7 @@ func TestPrepareErrors(t *testing.T) {
 	if _, err := Prepare(context.Background(), rt, &Plan{Image: "x"}, PrepareOptions{Policy: BuildAuto}); err == nil {
 		t.Errorf("Prepare of an unplanned Plan succeeded")
 	}
-	p2, err := NewPlan(writeProject(t, map[string]string{DevContainerPath: `{"image": "nope:1"}`}), PlanOptions{})
+	p2, err := NewPlan(writeProject(t, map[string]string{devcontainer.Path: `{"image": "nope:1"}`}), PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

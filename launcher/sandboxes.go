@@ -19,6 +19,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
@@ -446,7 +447,7 @@ func (w *logWriter) Write(p []byte) (int, error) {
 // the agent. The script goes on stdin, not argv (substituted ${localEnv}
 // values may be private); its output goes to the daemon log. A failure
 // names the exit status, and the caller removes the sandbox.
-func runLifecycleOnce(ctx context.Context, rt runtime.Runtime, run runtime.RunRequest, steps []LifecycleStep, log *zap.Logger) error {
+func runLifecycleOnce(ctx context.Context, rt runtime.Runtime, run runtime.RunRequest, steps []devcontainer.LifecycleStep, log *zap.Logger) error {
 	if len(steps) == 0 {
 		return nil
 	}
@@ -455,13 +456,13 @@ func runLifecycleOnce(ctx context.Context, rt runtime.Runtime, run runtime.RunRe
 	code, err := rt.Exec(ctx, runtime.ExecRequest{
 		Container: run.Name, User: run.User, Workdir: run.Workdir,
 		Cmd:   []string{"/bin/sh", "-s", "true"},
-		Stdin: strings.NewReader(LifecycleScript(steps, true)), Stdout: out, Stderr: out,
+		Stdin: strings.NewReader(devcontainer.LifecycleScript(steps, true)), Stdout: out, Stderr: out,
 	})
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit status %d: %s", code, runtime.LastLines(tail.String(), 3))
 	}
 	if err != nil {
-		return fmt.Errorf("running the devcontainer's lifecycle commands (%s) in the sandbox: %w; fix them or remove them from the file", DevContainerPath, err)
+		return fmt.Errorf("running the devcontainer's lifecycle commands (%s) in the sandbox: %w; fix them or remove them from the file", devcontainer.Path, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io"
 	"os"
@@ -109,7 +110,7 @@ func probeImageUser(ctx context.Context, rt runtime.Runtime, image, user string)
 	}
 	if err != nil {
 		if user != "" {
-			return ImageUser{}, fmt.Errorf("finding user %q in image %s: %w (check remoteUser/containerUser in %s)", user, image, err, DevContainerPath)
+			return ImageUser{}, fmt.Errorf("finding user %q in image %s: %w (check remoteUser/containerUser in %s)", user, image, err, devcontainer.Path)
 		}
 		return ImageUser{}, fmt.Errorf("finding the user of image %s: %w", image, err)
 	}
@@ -174,7 +175,7 @@ func buildUIDImage(ctx context.Context, rt runtime.Runtime, base, tag, user stri
 		Labels: map[string]string{LabelManaged: "true"},
 	})
 	if err != nil {
-		return fmt.Errorf("remapping user %s of %s to the project owner's uid %d, gid %d (set \"updateRemoteUserUID\": false in %s to keep the image user): %w", user, base, uid, gid, DevContainerPath, err)
+		return fmt.Errorf("remapping user %s of %s to the project owner's uid %d, gid %d (set \"updateRemoteUserUID\": false in %s to keep the image user): %w", user, base, uid, gid, devcontainer.Path, err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/daemon"
 	"github.com/aileron-dev/aileron-proxy/internal/envname"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
@@ -83,7 +84,7 @@ or with ` + "`sandbox exec`" + `. The token is printed once (--json) and never e
 		if err != nil {
 			return err
 		}
-		names, err := launcher.LocalEnvNames(abs)
+		names, err := devcontainer.LocalEnvNames(abs)
 		if err != nil {
 			return err
 		}
