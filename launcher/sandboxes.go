@@ -408,7 +408,7 @@ func (sb *sandbox) failed(err error, stderr string) error {
 	if gone {
 		return api.ErrSandboxGone
 	}
-	if runtime.IsContainerGone(stderr) || runtime.IsContainerStopped(stderr) {
+	if runtime.ContainerStateOf(stderr).IsUnusable() {
 		sb.m.log.Warn("the sandbox's container is gone or stopped; removing the sandbox", zap.String("sandbox_id", sb.info.ID))
 		go sb.teardown(context.Background())
 		return api.ErrSandboxGone

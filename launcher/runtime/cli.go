@@ -460,40 +460,75 @@ func (r *cliRuntime) ContainerRemove(ctx context.Context, name string) error {
 	}
 	_, err := r.run(ctx, append(args, name)...)
 	var ce *cliError
-	if errors.As(err, &ce) && IsContainerGone(ce.stderr) {
+	if errors.As(err, &ce) && ContainerStateOf(ce.stderr) == ContainerGone {
 		return nil
 	}
 	return wrapf(err, "removing container %s", name)
 }
 
-// isContainerGone reports whether a runtime CLI's stderr says the
-// container no longer exists or is already being removed (by --rm, or a
-// concurrent rm): Docker 20.10's "No such container: NAME" and "removal of
-// container NAME is already in progress", Podman 4.3's "no container with
-// name or ID "NAME" found: no such container". It is the one home of that
-// rule: ContainerRemove takes it as success, a sandbox call as
-// api.ErrSandboxGone.
-func IsContainerGone(stderr string) bool {
-	s := strings.ToLower(stderr)
-	return strings.Contains(s, "no such container") || strings.Contains(s, "is already in progress")
+// ContainerState is what a runtime CLI's error output says about the
+// container it was asked to use. Its zero value says nothing.
+type ContainerState int
+
+const (
+	// ContainerUnknown: the output says nothing about the container
+	// (another error, or none).
+	ContainerUnknown ContainerState = iota
+	// ContainerGone: the container no longer exists or is being removed
+	// (by --rm, or a concurrent rm).
+	ContainerGone
+	// ContainerStopped: the container exists but no longer runs, so
+	// nothing can be exec'd in it.
+	ContainerStopped
+)
+
+func (s ContainerState) String() string {
+	switch s {
+	case ContainerGone:
+		return "gone"
+	case ContainerStopped:
+		return "stopped"
+	}
+	return "unknown"
 }
 
-// isContainerStopped reports whether a runtime CLI's stderr is exec
-// refusing a container that exists but no longer runs: Docker 20.10's
-// "Container ID is not running", Podman 4.3's "can only create exec
-// sessions on running containers: container state improper", and the
-// OCI runtime's "cannot exec in a stopped state|container" when it stops
-// while the exec starts. Not a sign of removal: `docker rm --force` says
-// "is not running" too when the container stops under it, and it is then
-// still there.
-func IsContainerStopped(stderr string) bool {
+// IsUnusable reports whether no command can run in the container any
+// more: it is gone or stopped.
+func (s ContainerState) IsUnusable() bool { return s == ContainerGone || s == ContainerStopped }
+
+// containerMessages are the runtimes' wordings, lowercased: Docker
+// 20.10's "No such container: NAME" and "removal of container NAME is
+// already in progress", Podman 4.3's "no container with name or ID "NAME"
+// found: no such container" (gone); Docker's "Container ID is not
+// running", Podman's "can only create exec sessions on running
+// containers: container state improper", and the OCI runtime's "cannot
+// exec in a stopped state|container" when it stops while an exec starts
+// (stopped). `docker rm --force` says "is not running" too when the
+// container stops under it, and it is then still there, so "stopped" is
+// never taken as removed.
+var containerMessages = []struct {
+	text  string
+	state ContainerState
+}{
+	{"no such container", ContainerGone},
+	{"is already in progress", ContainerGone},
+	{"is not running", ContainerStopped},
+	{"container state improper", ContainerStopped},
+	{"cannot exec in a stopped", ContainerStopped},
+}
+
+// ContainerStateOf reads a runtime CLI's stderr for what it says about the
+// container. It is the one home of that rule: ContainerRemove takes
+// ContainerGone as success, a sandbox call takes an unusable container as
+// the sandbox gone.
+func ContainerStateOf(stderr string) ContainerState {
 	s := strings.ToLower(stderr)
-	for _, m := range []string{"is not running", "container state improper", "cannot exec in a stopped"} {
-		if strings.Contains(s, m) {
-			return true
+	for _, m := range containerMessages {
+		if strings.Contains(s, m.text) {
+			return m.state
 		}
 	}
-	return false
+	return ContainerUnknown
 }
 
 // parseNetworkInspect reads the first IPv4 subnet and gateway from

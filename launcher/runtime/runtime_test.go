@@ -369,7 +369,7 @@ func TestContainerRemoveIgnoresMissing(t *testing.T) {
 // exec and stop of a missing container, exec in a stopped one, an rm
 // racing another), except the OCI runtime's exec race, taken from the
 // containerd and runc binaries.
-var containerMessages = []struct {
+var containerWordings = []struct {
 	name, stderr  string
 	gone, stopped bool
 }{
@@ -391,13 +391,14 @@ var containerMessages = []struct {
 // that is gone (removal succeeded, sandbox calls answer SANDBOX_GONE) or
 // stopped (only the latter).
 func TestContainerGoneMessages(t *testing.T) {
-	for _, tc := range containerMessages {
+	for _, tc := range containerWordings {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := IsContainerGone(tc.stderr); got != tc.gone {
-				t.Errorf("IsContainerGone(%q) = %v, want %v", tc.stderr, got, tc.gone)
+			state := ContainerStateOf(tc.stderr)
+			if got := state == ContainerGone; got != tc.gone {
+				t.Errorf("ContainerStateOf(%q) = %s, want gone %v", tc.stderr, state, tc.gone)
 			}
-			if got := IsContainerStopped(tc.stderr); got != tc.stopped {
-				t.Errorf("IsContainerStopped(%q) = %v, want %v", tc.stderr, got, tc.stopped)
+			if got := state == ContainerStopped; got != tc.stopped {
+				t.Errorf("ContainerStateOf(%q) = %s, want stopped %v", tc.stderr, state, tc.stopped)
 			}
 		})
 	}
@@ -407,7 +408,7 @@ func TestContainerGoneMessages(t *testing.T) {
 // runtime says the container is gone, with either runtime's wording, and
 // not when it is merely stopped (then it is still there).
 func TestContainerRemoveGone(t *testing.T) {
-	for _, tc := range containerMessages {
+	for _, tc := range containerWordings {
 		if tc.stderr == "" {
 			continue
 		}
