@@ -156,11 +156,15 @@ func FeatureEnvName(option string) string {
 	return strings.ToUpper(leadingDigits.ReplaceAllString(nonWord.ReplaceAllString(option, "_"), "_"))
 }
 
-// resolveFeatures resolves the declared features and their dependsOn
+// ResolveFeatures resolves the declared features and their dependsOn
 // (each installed once; an unlisted one with the options dependsOn gives),
 // and orders them: dependsOn first, then installsAfter among the listed,
 // then overrideFeatureInstallOrder, then the file's order. A feature
 // asking for what the sandbox refuses is returned in refused.
+//
+// It is long because it is one recursive walk: a feature is fetched, read
+// and checked where it is met (a dependency is refused at the line of the
+// feature that declared it), then all are ordered.
 func ResolveFeatures(dcDir string, declared []FeatureRef, override []string, fetch FeatureFetcher) (ordered []*Feature, refused []ConfigProblem, err error) {
 	byID := map[string]*Feature{}
 	var all []*Feature

@@ -315,6 +315,9 @@ func (p *dcParser) stringMap(v *hujson.Value, key string) map[string]string {
 	return out
 }
 
+// parse reads every top-level member of root into p.dc. It is long
+// because it is the one switch over the keys of devcontainer.json: each
+// case says how a key is read, refused or ignored, side by side.
 func (p *dcParser) parse(root *hujson.Value) {
 	members, ok := objectMembers(root)
 	if !ok {

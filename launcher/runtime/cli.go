@@ -210,6 +210,9 @@ func (r *cliRuntime) Exec(ctx context.Context, req ExecRequest) (int, error) {
 
 // runArgs builds the argv of `run`; envFile, when set, must be removed by
 // the caller even on error.
+//
+// It is long on purpose: one flat list of the flags in the order the CLI
+// receives them (runArgs last but for the image), read top to bottom.
 func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err error) {
 	if req.Image == "" {
 		return nil, "", errors.New("running a container: no image given")

@@ -65,6 +65,9 @@ func RunExec(stdin io.Reader, stdout io.Writer) int {
 
 // runExec runs req; res is nil when aborted. At the deadline it returns
 // at once, with finish still to run: the grace period, then SIGKILL.
+//
+// It is long because the process, its pipes, the deadline and the abort
+// share one lifetime; the pieces only make sense together.
 func runExec(req ExecRequest, aborted <-chan struct{}) (res *api.SandboxExecResult, finish func(), err error) {
 	shell := "/bin/sh"
 	if p, err := exec.LookPath("bash"); err == nil {

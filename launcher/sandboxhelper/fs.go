@@ -91,6 +91,9 @@ func readRequestLine(stdin io.Reader, v any, verb, needs string, valid func() bo
 }
 
 // sandboxFS performs req; for a read, payload is the opened file.
+//
+// It is long because it is the one switch over the operations, each case
+// with the file semantics the API promises (errors through fsError).
 func sandboxFS(req FSRequest, body io.Reader) (st Status, payload *os.File) {
 	p := req.Path
 	fail := func(err error) (Status, *os.File) {
