@@ -45,8 +45,8 @@ type SandboxInputs struct {
 	Actions    []actions.Installed
 }
 
-// SandboxManagerConfig configures NewSandboxManager; every field is
-// required.
+// SandboxManagerConfig configures NewSandboxManager; every field but Now
+// is required.
 type SandboxManagerConfig struct {
 	Logger *zap.Logger
 	// Sessions creates and ends the sandboxes' sessions.
@@ -60,6 +60,9 @@ type SandboxManagerConfig struct {
 	// GuardBinary returns the static helper binary's host path
 	// (GuardHelper).
 	GuardBinary func() (string, error)
+	// Now is the clock that dates removals (optional; nil means
+	// time.Now).
+	Now func() time.Time
 }
 
 // SandboxManager owns the daemon's long-lived sandboxes: each has
@@ -74,15 +77,18 @@ type SandboxManager struct {
 	mu sync.Mutex
 	// boxes are the sandboxes not yet removed, by ID.
 	boxes map[string]*sandbox
-	// removed are the last maxRemovedSandboxes removed ones, oldest
-	// first: their tokens keep getting 410, not 401 (see Sandbox).
-	removed []*sandbox
+	// removed are the sandboxes removed within RemovedRetention, by ID:
+	// their tokens keep getting 410, not 401 (see Sandbox).
+	removed map[string]*sandbox
 	closed  bool
 }
 
-// maxRemovedSandboxes bounds SandboxManager.removed; a removed sandbox
-// keeps only its ID, token digest and info (teardown drops the rest).
-const maxRemovedSandboxes = 256
+// RemovedRetention is how long a removed sandbox is remembered: its calls
+// answer api.ErrSandboxGone (410) for that long after its removal, then
+// its ID is unknown. A removed sandbox keeps only its ID, token digest and
+// info (teardown drops the rest), so this bounds memory by the removals
+// of one day, never by a count that would forget recent ones.
+const RemovedRetention = 24 * time.Hour
 
 var _ api.SandboxManager = (*SandboxManager)(nil)
 
@@ -92,7 +98,10 @@ func NewSandboxManager(cfg SandboxManagerConfig) (*SandboxManager, error) {
 		cfg.Daemon.APIURL == "" || cfg.Daemon.ProxyAddr == "" {
 		return nil, errors.New("creating the sandbox manager: SandboxManagerConfig needs Logger, Sessions, Daemon, Inputs, Runtime and GuardBinary")
 	}
-	return &SandboxManager{cfg: cfg, log: cfg.Logger.Named("sandboxes"), boxes: map[string]*sandbox{}}, nil
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &SandboxManager{cfg: cfg, log: cfg.Logger.Named("sandboxes"), boxes: map[string]*sandbox{}, removed: map[string]*sandbox{}}, nil
 }
 
 // sandbox is one long-lived sandbox.
@@ -104,6 +113,9 @@ type sandbox struct {
 	// l holds the undo steps of the composition; teardown runs them.
 	l     *launch
 	timer *time.Timer
+	// removedAt is when forget moved it to the removed ones (under the
+	// manager's mu).
+	removedAt time.Time
 
 	mu   sync.Mutex
 	gone bool
@@ -256,7 +268,7 @@ func (m *SandboxManager) ListSandboxes() []api.SandboxInfo {
 }
 
 // Sandbox returns the sandbox id, also one of the last
-// maxRemovedSandboxes removed (whose calls then answer api.ErrSandboxGone).
+// removed within RemovedRetention (whose calls then answer api.ErrSandboxGone).
 func (m *SandboxManager) Sandbox(id string) (api.Sandbox, bool) {
 	if sb := m.find(id); sb != nil {
 		return sb, true
@@ -271,12 +283,7 @@ func (m *SandboxManager) find(id string) *sandbox {
 	if sb, ok := m.boxes[id]; ok {
 		return sb
 	}
-	for _, sb := range m.removed {
-		if sb.info.ID == id {
-			return sb
-		}
-	}
-	return nil
+	return m.removed[id]
 }
 
 // RemoveSandbox tears sandbox id down: in-flight calls end (SANDBOX_GONE),
@@ -297,8 +304,9 @@ func (m *SandboxManager) newSandbox(rt runtime.Runtime) *sandbox {
 	return &sandbox{m: m, rt: rt, calls: map[int]context.CancelFunc{}, removed: make(chan struct{})}
 }
 
-// forget moves sb from boxes to the removed ones, dropping the oldest
-// beyond maxRemovedSandboxes; a sandbox never added is left out.
+// forget moves sb from boxes to the removed ones, dating its removal, and
+// drops the removed ones older than RemovedRetention; a sandbox never
+// added is left out.
 func (m *SandboxManager) forget(sb *sandbox) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -306,9 +314,14 @@ func (m *SandboxManager) forget(sb *sandbox) {
 		return
 	}
 	delete(m.boxes, sb.info.ID)
-	m.removed = append(m.removed, sb)
-	if n := len(m.removed) - maxRemovedSandboxes; n > 0 {
-		m.removed = slices.Delete(m.removed, 0, n)
+	now := m.cfg.Now()
+	sb.removedAt = now
+	m.removed[sb.info.ID] = sb
+	for id, old := range m.removed {
+		if now.Sub(old.removedAt) > RemovedRetention {
+			delete(m.removed, id)
+			m.log.Debug("forgetting a removed sandbox", zap.String("sandbox_id", id), zap.Time("removed_at", old.removedAt))
+		}
 	}
 }
 
@@ -321,7 +334,9 @@ func (m *SandboxManager) Close(ctx context.Context) {
 	for _, sb := range m.boxes {
 		boxes = append(boxes, sb)
 	}
-	boxes = append(boxes, m.removed...)
+	for _, sb := range m.removed {
+		boxes = append(boxes, sb)
+	}
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, sb := range boxes {

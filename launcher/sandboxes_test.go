@@ -77,11 +77,15 @@ func isLive(m *SandboxManager, id string) bool {
 }
 
 // TestSandboxRemoveForgets: a removed sandbox leaves the live ones, its
-// token still answers SANDBOX_GONE for the last maxRemovedSandboxes
-// removals, and after that its ID is unknown.
+// token still answers SANDBOX_GONE for RemovedRetention after its removal
+// (however many sandboxes are removed meanwhile), and after that its ID
+// is unknown.
 func TestSandboxRemoveForgets(t *testing.T) {
 	ctx := context.Background()
 	m := newTestSandboxManager(t)
+	now := new(time.Time)
+	*now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.cfg.Now = func() time.Time { return *now }
 	var r removals
 	addTestSandbox(t, m, &fakeRuntime{}, "sbx_a", &r)
 	addTestSandbox(t, m, &fakeRuntime{}, "sbx_b", &r)
@@ -104,21 +108,30 @@ func TestSandboxRemoveForgets(t *testing.T) {
 	if err := m.RemoveSandbox(ctx, "sbx_a"); err != nil || r.count("sbx_a") != 1 {
 		t.Errorf("RemoveSandbox(sbx_a) again = %v with %d cleanups, want nil and 1", err, r.count("sbx_a"))
 	}
-	for i := range maxRemovedSandboxes {
+	// Many later removals do not push it out: only time does.
+	for i := range 300 {
 		id := fmt.Sprintf("sbx_%d", i)
 		addTestSandbox(t, m, &fakeRuntime{}, id, &r)
 		if err := m.RemoveSandbox(ctx, id); err != nil {
 			t.Fatalf("RemoveSandbox(%s) = %v", id, err)
 		}
 	}
+	if _, ok := m.Sandbox("sbx_a"); !ok {
+		t.Error("sbx_a is unknown after 300 later removals within RemovedRetention; a count must not forget it")
+	}
+	*now = now.Add(RemovedRetention + time.Second)
+	addTestSandbox(t, m, &fakeRuntime{}, "sbx_late", &r)
+	if err := m.RemoveSandbox(ctx, "sbx_late"); err != nil {
+		t.Fatalf("RemoveSandbox(sbx_late) = %v", err)
+	}
 	m.mu.Lock()
 	live, removed := len(m.boxes), len(m.removed)
 	m.mu.Unlock()
-	if live != 1 || removed != maxRemovedSandboxes {
-		t.Errorf("after %d more removals: %d live, %d removed kept; want 1 and %d", maxRemovedSandboxes, live, removed, maxRemovedSandboxes)
+	if live != 1 || removed != 1 {
+		t.Errorf("after RemovedRetention and one more removal: %d live, %d removed kept; want 1 and 1 (sbx_late)", live, removed)
 	}
 	if _, ok := m.Sandbox("sbx_a"); ok {
-		t.Error("sbx_a is still known after maxRemovedSandboxes later removals")
+		t.Error("sbx_a is still known RemovedRetention after its removal")
 	}
 	if err := m.RemoveSandbox(ctx, "sbx_a"); !errors.Is(err, api.ErrSandboxNotFound) {
 		t.Errorf("RemoveSandbox(forgotten sbx_a) = %v, want ErrSandboxNotFound", err)
