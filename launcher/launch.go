@@ -299,13 +299,8 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	if _, err := Prepare(ctx, l.rt, plan, PrepareOptions{Policy: cfg.BuildPolicy, Output: cfg.Stderr}); err != nil {
 		return 0, err
 	}
-	user, err := ResolveAgentUser(ctx, l.rt, plan, nil)
-	if err != nil {
-		return 0, err
-	}
-	rep, err := Check(ctx, l.rt, CheckOptions{
-		Image: user.Image, User: user.User, Agent: agent, Shims: len(rendered.Shims) > 0,
-		Workspace: plan.Workspace, BaseImage: plan.BaseImage,
+	user, rep, err := checkAndProbeUser(ctx, l.rt, plan, CheckOptions{
+		Agent: agent, Shims: len(rendered.Shims) > 0, Workspace: plan.Workspace, BaseImage: plan.BaseImage,
 	})
 	if err != nil {
 		return 0, err

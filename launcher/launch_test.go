@@ -155,6 +155,8 @@ func respondLikeDocker(agent func(c runtime.Command) error) func(c runtime.Comma
 			return "", "", nil
 		case a[0] == "run" && slices.Contains(a, probeUserScript):
 			return fmt.Sprintf("aileron-user:%d:%d:agent\n", fakeImageUID, fakeImageUID), "", nil
+		case a[0] == "run" && slices.ContainsFunc(a, isProbeAndCheck):
+			return fmt.Sprintf("aileron-user:%d:%d:agent\n", fakeImageUID, fakeImageUID) + checkOK, "", nil
 		case a[0] == "run" && strings.Contains(strings.Join(a, " "), "--network none"):
 			return checkOK, "", nil
 		case a[0] == "run" && slices.Contains(a, "--detach"):
@@ -533,8 +535,12 @@ func TestLaunchCheckFailureEndsSession(t *testing.T) {
 	conn, store := testConnector(t, "testapi")
 	respond := respondLikeDocker(func(runtime.Command) error { t.Error("the agent ran despite a failed check"); return nil })
 	f := &fakeExec{respond: func(c runtime.Command) (string, string, error) {
+		failed := strings.Replace(checkOK, "agent:ok:/usr/bin/agent", "agent:fail", 1)
+		if c.Args[0] == "run" && slices.ContainsFunc(c.Args, isProbeAndCheck) {
+			return fmt.Sprintf("aileron-user:%d:%d:agent\n", fakeImageUID, fakeImageUID) + failed, "", nil
+		}
 		if c.Args[0] == "run" && !slices.Contains(c.Args, probeUserScript) {
-			return strings.Replace(checkOK, "agent:ok:/usr/bin/agent", "agent:fail", 1), "", nil
+			return failed, "", nil
 		}
 		return respond(c)
 	}}
@@ -602,5 +608,34 @@ func TestLaunchStopsOnCancel(t *testing.T) {
 	}
 	if !strings.Contains(allArgv(f), "network rm aileron-"+launchTestID) {
 		t.Errorf("the network was not removed:\n%s", allArgv(f))
+	}
+}
+
+// isProbeAndCheck reports whether arg is the script of the run that finds
+// the image's user and checks the image at once (checkAndProbeUser).
+func isProbeAndCheck(arg string) bool { return strings.HasPrefix(arg, probeUserScript+"\n") }
+
+// TestLaunchRunsTheImageOnceBeforeTheAgent: finding the image's user and
+// checking the image are one run of it (checkAndProbeUser) when the user
+// is not remapped, as here (the fake image's user owns the project, or the
+// project is root's).
+func TestLaunchRunsTheImageOnceBeforeTheAgent(t *testing.T) {
+	d := fakeDaemon(t)
+	sessions := &fakeSessions{proxyAddr: d.ProxyAddr}
+	conn, store := testConnector(t, "testapi")
+	f := &fakeExec{respond: respondLikeDocker(func(runtime.Command) error { return nil })}
+	cfg := launchTestConfig(t, newFakeRuntime(t, runtime.Docker, f), sessions, d, conn, store)
+	if _, err := Launch(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	var before int
+	for i := range f.calls {
+		a := f.calls[i].Args
+		if a[0] == "run" && slices.Contains(a, "none") && !slices.Contains(a, "--detach") {
+			before++
+		}
+	}
+	if before != 1 {
+		t.Errorf("the image ran %d times before the agent, want once:\n%s", before, allArgv(f))
 	}
 }

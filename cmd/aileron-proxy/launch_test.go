@@ -68,7 +68,8 @@ func TestLaunchRefusesDynamicGuardHelper(t *testing.T) {
 }
 
 // fakeDockerScript stands in for the docker CLI: it logs each argv,
-// answers the image, network and check calls, and runs the agent on the
+// answers the image, network and check calls (the user probe alone, the
+// check alone, or both in one run), and runs the agent on the
 // host with the env file's variables (the "gateway" is 127.0.0.1).
 const fakeDockerScript = `#!/bin/sh
 printf '%s\n' "$*" >> "$AILERON_FAKE_DOCKER_LOG"
@@ -83,6 +84,10 @@ esac
 [ "$1" = run ] || exit 1
 case " $* " in
 *" --detach "*) exit 0 ;;
+*aileron-user*aileron-check*)
+	echo "aileron-user:$(id -u):$(id -g):agent"
+	printf 'aileron-check:shell:ok\naileron-check:uid:1000\naileron-check:path:/bin\naileron-check:workspace:ok\naileron-check:agent:ok:/bin/sh\naileron-check:wget:ok:/bin/wget\n'
+	exit 0 ;;
 *aileron-user*) echo "aileron-user:$(id -u):$(id -g):agent"; exit 0 ;;
 *" --network none "*)
 	printf 'aileron-check:shell:ok\naileron-check:uid:1000\naileron-check:path:/bin\naileron-check:workspace:ok\naileron-check:agent:ok:/bin/sh\naileron-check:wget:ok:/bin/wget\n'
