@@ -182,14 +182,27 @@ type launch struct {
 	undo []undoStep
 	// exitCode is the agent's exit status once it ran.
 	exitCode *int
-	// ttl is the session's TTL ("" = the default); detach, when set,
-	// starts the composed container instead of running the agent (a
-	// long-lived sandbox, sandboxes.go).
-	ttl    string
-	detach func(ctx context.Context, run runtime.RunRequest, sess *api.CreatedSession, user AgentUser) error
-	// lifecycle is the devcontainer's in-sandbox commands, resolved; a
-	// detached sandbox runs them once after its container starts.
+	// ttl is the session's TTL ("" = the default).
+	ttl string
+}
+
+// composed is a sandbox composed and guarded whose container is not yet
+// started: what compose hands to one of its two endings, attachAgent
+// (launch: run the agent, wait) or startSandbox (sandbox up: keep the
+// container alive, register it).
+type composed struct {
+	sess     *api.CreatedSession
+	plan     *Plan
+	user     AgentUser
+	rendered *shims.Rendered
+	network  runtime.Network
+	proxy    string
+	guard    *guard.Guard
+	// lifecycle is the devcontainer's in-sandbox commands, resolved.
 	lifecycle []devcontainer.LifecycleStep
+	// run is the container's run request, complete but for what it runs
+	// (Entrypoint and Cmd), which the ending sets.
+	run runtime.RunRequest
 }
 
 type undoStep struct {
@@ -231,7 +244,11 @@ func Launch(ctx context.Context, cfg LaunchConfig) (code int, err error) {
 	}
 	l := &launch{cfg: cfg, rt: cfg.Runtime, log: cfg.Logger.Named("launch")}
 	defer l.cleanup(ctx)
-	return l.run(ctx)
+	c, err := l.compose(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return l.attachAgent(ctx, c)
 }
 
 // cleanup runs the undo steps in reverse, each even when ctx has ended
@@ -249,17 +266,22 @@ func (l *launch) cleanup(ctx context.Context) {
 	}
 }
 
-func (l *launch) run(ctx context.Context) (int, error) {
+// compose turns the plan into a guarded sandbox ready to start: session,
+// shims and files, image, user and checks, network and relays,
+// environment, egress guard, hardened run request. Every step it takes
+// is undone by cleanup. It is long because it is the pipeline itself,
+// read top to bottom; each step is a call.
+func (l *launch) compose(ctx context.Context) (*composed, error) {
 	cfg := &l.cfg
 	agent := cfg.Agent[0]
 	conns, err := policy.SelectConnectors(cfg.Connectors, cfg.ConnectorFQNs)
 	if err != nil {
-		return 0, fmt.Errorf("selecting connectors (check --connector): %w", err)
+		return nil, fmt.Errorf("selecting connectors (check --connector): %w", err)
 	}
 	acts := sessionActions(cfg.Actions, conns)
 	rendered, err := shims.Render(shims.RenderOptions{Connectors: conns, AgentCommand: path.Base(agent), Actions: acts})
 	if err != nil {
-		return 0, fmt.Errorf("%w\nnothing was started", err)
+		return nil, fmt.Errorf("%w\nnothing was started", err)
 	}
 
 	req := api.CreateSessionRequest{Agent: path.Base(agent), Project: cfg.Plan.ProjectDir, ApprovalSurface: cfg.Plan.ApprovalSurface.String(), TTL: l.ttl, Learn: cfg.Learn}
@@ -268,7 +290,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	}
 	sess, err := cfg.Sessions.CreateSession(ctx, req)
 	if err != nil {
-		return 0, fmt.Errorf("creating the session: %w", err)
+		return nil, fmt.Errorf("creating the session: %w", err)
 	}
 	l.onExit("ending session "+sess.ID, func(ctx context.Context) error {
 		if l.exitCode != nil {
@@ -287,46 +309,46 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		err = files.writeActions(acts)
 	}
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 
 	plan := cfg.Plan
 	if cfg.AllowHostCommands {
 		if err := RunInitializeCommand(ctx, plan, cfg.LocalEnv, cfg.Stderr); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	if _, err := Prepare(ctx, l.rt, plan, PrepareOptions{Policy: cfg.BuildPolicy, Output: cfg.Stderr}); err != nil {
-		return 0, err
+		return nil, err
 	}
 	user, rep, err := checkAndProbeUser(ctx, l.rt, plan, CheckOptions{
 		Agent: agent, Shims: len(rendered.Shims) > 0, Workspace: plan.Workspace, BaseImage: plan.BaseImage,
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := rep.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("launching: %w", err)
+		return nil, fmt.Errorf("launching: %w", err)
 	}
 
 	name := "aileron-" + sess.ID
 	labels := map[string]string{LabelManaged: "true", LabelSession: sess.ID}
 	network, err := l.rt.NetworkCreate(ctx, runtime.NetworkRequest{Name: name, Internal: true, DisableDNS: true, Labels: labels})
 	if err != nil {
-		return 0, fmt.Errorf("creating the sandbox network: %w", err)
+		return nil, fmt.Errorf("creating the sandbox network: %w", err)
 	}
 	l.onExit("removing network "+name, func(ctx context.Context) error { return l.removeNetwork(ctx, name) })
 
 	proxyRelay, apiRelay, err := l.startRelays(network.Gateway)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resolved, err := resolveSandbox(ctx, l.rt, plan, user, cfg.LocalEnv)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	env, warnings, err := SandboxEnv(SandboxEnvInput{
 		Session:      sess,
@@ -338,22 +360,18 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		RemoteEnv:    resolved.remoteEnv,
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	for _, w := range warnings {
 		l.log.Warn(w)
 	}
 	guard, err := l.startGuard(ctx, name, network, labels, proxyRelay.Addr(), apiRelay.Addr())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	entrypoint, cmd, scriptEnv := agentCommand(cfg.Agent, resolved.lifecycle)
-	maps.Copy(env, scriptEnv)
 	run := runtime.RunRequest{
 		Image:           user.Image,
 		User:            user.User,
-		Entrypoint:      entrypoint,
-		Cmd:             cmd,
 		Name:            name,
 		Network:         guard.NetworkMode,
 		DropAllCaps:     true,
@@ -370,14 +388,25 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		Stdout:          cfg.Stdout,
 		Stderr:          cfg.Stderr,
 	}
-	if l.detach != nil {
-		l.lifecycle = resolved.lifecycle
-		return 0, l.detach(ctx, run, sess, user)
-	}
-	writeBanner(cfg.Stderr, bannerInfo{
-		session: sess.ID, plan: plan, rt: l.rt, tools: rendered.Shims,
-		network: network, proxy: proxyRelay.Addr(), auditLog: cfg.AuditLog, guard: guard.Summary, user: user.Summary,
-		learn: sess.Learn,
+	return &composed{
+		sess: sess, plan: plan, user: user, rendered: rendered, network: network, proxy: proxyRelay.Addr(),
+		guard: guard, lifecycle: resolved.lifecycle, run: run,
+	}, nil
+}
+
+// attachAgent is launch's ending: the agent runs in the composed
+// container, after the devcontainer's lifecycle commands (agentCommand),
+// attached to the terminal; its exit status is returned.
+func (l *launch) attachAgent(ctx context.Context, c *composed) (int, error) {
+	run := c.run
+	entrypoint, cmd, scriptEnv := agentCommand(l.cfg.Agent, c.lifecycle)
+	run.Entrypoint, run.Cmd = entrypoint, cmd
+	run.Env = maps.Clone(run.Env)
+	maps.Copy(run.Env, scriptEnv)
+	writeBanner(l.cfg.Stderr, bannerInfo{
+		session: c.sess.ID, plan: c.plan, rt: l.rt, tools: c.rendered.Shims,
+		network: c.network, proxy: c.proxy, auditLog: l.cfg.AuditLog, guard: c.guard.Summary, user: c.user.Summary,
+		learn: c.sess.Learn,
 	})
 	return l.runAgent(ctx, run)
 }

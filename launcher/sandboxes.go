@@ -35,6 +35,12 @@ const (
 // runs from the helper binary mounted at GuardBinaryPath.
 var sandboxHelperArgs = []string{guard.BinaryPath, "internal", "sandbox"}
 
+// sandboxShell is what a long-lived sandbox runs for its caller: exec
+// calls run through /bin/sh (sandboxhelper.RunExec). The composition
+// names it as the session's agent, and the image check confirms the image
+// has it, as it confirms a launch's agent command.
+const sandboxShell = "sh"
+
 // SandboxInputs are what a sandbox is composed from, loaded afresh for
 // each one (the connector store may have changed).
 type SandboxInputs struct {
@@ -183,7 +189,7 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	cfg := LaunchConfig{
 		Logger: log, Runtime: rt, Plan: plan, BuildPolicy: build, Sessions: m.cfg.Sessions, Daemon: m.cfg.Daemon,
 		Connectors: in.Connectors, ConnectorFQNs: req.Connectors, StoreDir: in.StoreDir, Actions: in.Actions,
-		Agent: []string{"sh"}, GuardBinary: bin, Stderr: &logWriter{log: log}, LocalEnv: localEnv, Learn: req.Learn,
+		Agent: []string{sandboxShell}, GuardBinary: bin, Stderr: &logWriter{log: log}, LocalEnv: localEnv, Learn: req.Learn,
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -191,33 +197,11 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	sb := m.newSandbox(rt)
 	sb.token = sha256.Sum256([]byte(token))
 	l := &launch{cfg: cfg, rt: rt, log: log, ttl: req.TTL}
-	l.detach = func(ctx context.Context, run runtime.RunRequest, sess *api.CreatedSession, user AgentUser) error {
-		run.Entrypoint = sandboxHelperArgs[0]
-		run.Cmd = append(slices.Clone(sandboxHelperArgs[1:]), "hold")
-		delete(run.Env, lifecycleScriptEnv) // run once below, not by the holder
-		run.Mounts = append(run.Mounts, runtime.Mount{Source: bin, Target: guard.BinaryPath, ReadOnly: true})
-		run.Detach, run.Interactive, run.TTY = true, false, false
-		run.Stdin, run.Stdout, run.Stderr = nil, io.Discard, &logWriter{log: log}
-		run.Labels = map[string]string{LabelManaged: "true", LabelSession: sess.ID, LabelSandbox: id}
-		l.onExit("removing container "+run.Name, func(ctx context.Context) error { return rt.ContainerRemove(ctx, run.Name) })
-		code, err := rt.Run(ctx, run)
-		if err == nil && code != 0 {
-			err = fmt.Errorf("%s run exited %d (see the daemon log)", rt.Kind(), code)
-		}
-		if err != nil {
-			return fmt.Errorf("starting the sandbox container: %w", err)
-		}
-		if err := runLifecycleOnce(ctx, rt, run, l.lifecycle, log); err != nil {
-			return err
-		}
-		now := time.Now().UTC()
-		sb.info = api.SandboxInfo{
-			ID: id, Workdir: run.Workdir, State: SandboxRunning, SessionID: sess.ID, Runtime: rt.Kind().String(),
-			Image: user.Image, Project: plan.ProjectDir, Container: run.Name, User: user.User, CreatedAt: now, ExpiresAt: sess.ExpiresAt,
-		}
-		return nil
+	c, err := l.compose(ctx)
+	if err == nil {
+		sb.info, err = startSandbox(ctx, l, c, id, bin)
 	}
-	if _, err := l.run(ctx); err != nil {
+	if err != nil {
 		l.cleanup(ctx)
 		return nil, err
 	}
@@ -454,6 +438,36 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		ce.Write(zap.String("output", strings.TrimRight(string(p), "\n")))
 	}
 	return len(p), nil
+}
+
+// startSandbox is sandbox up's ending: the composed container starts
+// detached, running the helper's keep-alive (`internal sandbox hold`,
+// from the helper binary bin mounted read-only) instead of an agent, then
+// the devcontainer's lifecycle commands run once in it. It returns the
+// sandbox's description; what it started is undone by l's cleanup.
+func startSandbox(ctx context.Context, l *launch, c *composed, id, bin string) (api.SandboxInfo, error) {
+	rt, log, run := l.rt, l.log, c.run
+	run.Entrypoint = sandboxHelperArgs[0]
+	run.Cmd = append(slices.Clone(sandboxHelperArgs[1:]), "hold")
+	run.Mounts = append(slices.Clone(run.Mounts), runtime.Mount{Source: bin, Target: guard.BinaryPath, ReadOnly: true})
+	run.Detach, run.Interactive, run.TTY = true, false, false
+	run.Stdin, run.Stdout, run.Stderr = nil, io.Discard, &logWriter{log: log}
+	run.Labels = map[string]string{LabelManaged: "true", LabelSession: c.sess.ID, LabelSandbox: id}
+	l.onExit("removing container "+run.Name, func(ctx context.Context) error { return rt.ContainerRemove(ctx, run.Name) })
+	code, err := rt.Run(ctx, run)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("%s run exited %d (see the daemon log)", rt.Kind(), code)
+	}
+	if err != nil {
+		return api.SandboxInfo{}, fmt.Errorf("starting the sandbox container: %w", err)
+	}
+	if err := runLifecycleOnce(ctx, rt, run, c.lifecycle, log); err != nil {
+		return api.SandboxInfo{}, err
+	}
+	return api.SandboxInfo{
+		ID: id, Workdir: run.Workdir, State: SandboxRunning, SessionID: c.sess.ID, Runtime: rt.Kind().String(),
+		Image: c.user.Image, Project: c.plan.ProjectDir, Container: run.Name, User: c.user.User, CreatedAt: time.Now().UTC(), ExpiresAt: c.sess.ExpiresAt,
+	}, nil
 }
 
 // runLifecycleOnce runs a long-lived sandbox's devcontainer lifecycle
