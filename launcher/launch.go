@@ -221,13 +221,14 @@ func (l *launch) onExit(what string, fn func(ctx context.Context) error) {
 //     tool that would shadow the agent command (or another conflict) stops
 //     the launch before anything is created;
 //  2. creates a session on the daemon for cfg.ConnectorFQNs;
-//  3. prepares the image with cfg.BuildPolicy, picks the agent's user
-//     (ResolveAgentUser: the image user remapped to the project owner's
-//     uid/gid, or root for a root-owned project) and validates the image
-//     (Check) with the project mounted;
+//  3. prepares the image with cfg.BuildPolicy, then in one run of it
+//     (checkAndProbeUser) validates it with the project mounted (Check's
+//     script) and finds its user, from which the agent's user is decided
+//     (the image user remapped to the project owner's uid/gid, or root for
+//     a root-owned project; a remapped user is checked again);
 //  4. creates a per-session internal network (no route off the host) and
 //     two relays on its gateway to the daemon's proxy and API;
-//  5. starts the egress guard (StartGuard): a holder container owning the
+//  5. starts the egress guard (guard.Start): a holder container owning the
 //     sandbox's network namespace, where only the two relays are reachable;
 //     it fails closed, the agent never runs unguarded;
 //  6. runs the agent in that namespace, with every capability dropped,
