@@ -11,6 +11,8 @@ import (
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/console"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
 // newSandboxManager wires the launcher's sandbox manager to this daemon:
@@ -34,10 +36,10 @@ func (d *Daemon) newSandboxManager() (*launcher.SandboxManager, error) {
 			}
 			return launcher.SandboxInputs{Connectors: loaded.Active, StoreDir: d.store.Dir(), Actions: acts}, nil
 		},
-		Runtime: func(ctx context.Context, kind launcher.RuntimeKind) (launcher.Runtime, error) {
-			return launcher.NewRuntime(ctx, launcher.RuntimeConfig{Kind: kind, Logger: log})
+		Runtime: func(ctx context.Context, kind runtime.Kind) (runtime.Runtime, error) {
+			return runtime.New(ctx, runtime.Config{Kind: kind, Logger: log})
 		},
-		GuardBinary: func() (string, error) { return launcher.GuardHelper(os.Getenv(launcher.EnvGuardBinary)) },
+		GuardBinary: func() (string, error) { return guard.Helper(os.Getenv(guard.EnvBinary)) },
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/console"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
 // TestConsoleSandboxesRemoveUnknown: the console's Remove reports an
@@ -22,7 +23,7 @@ func TestConsoleSandboxesRemoveUnknown(t *testing.T) {
 		Sessions:    api.NewClientFor(api.DaemonInfo{APIURL: "http://127.0.0.1:1", ProxyAddr: "127.0.0.1:1", AdminToken: "t"}),
 		Daemon:      launcher.DaemonEndpoints{APIURL: "http://127.0.0.1:1", ProxyAddr: "127.0.0.1:1"},
 		Inputs:      func() (launcher.SandboxInputs, error) { return launcher.SandboxInputs{}, fail },
-		Runtime:     func(context.Context, launcher.RuntimeKind) (launcher.Runtime, error) { return nil, fail },
+		Runtime:     func(context.Context, runtime.Kind) (runtime.Runtime, error) { return nil, fail },
 		GuardBinary: func() (string, error) { return "", fail },
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/internal/registrytest"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 )
 
 // devcontainerAgentScript runs inside the sandbox as `sh -c SCRIPT agent
@@ -62,7 +63,7 @@ func TestLaunchDevcontainer(t *testing.T) {
 			files := map[string]string{
 				filepath.Join(data, "shared.txt"):                     "shared-from-host\n",
 				filepath.Join(project, ".devcontainer", "Dockerfile"): "FROM " + launcher.BaseImage("") + "\nUSER root\nRUN useradd --create-home --uid 1001 --shell /bin/sh dev\nUSER agent\n",
-				filepath.Join(project, launcher.DevContainerPath): `{
+				filepath.Join(project, devcontainer.Path): `{
   // a typical project devcontainer
   "build": {"dockerfile": "Dockerfile"},
   "remoteUser": "dev",
@@ -116,7 +117,7 @@ func TestLaunchDevcontainer(t *testing.T) {
 			if err := os.Rename(local, filepath.Join(project, ".devcontainer", "localtool")); err != nil {
 				t.Fatal(err)
 			}
-			dcPath := filepath.Join(project, launcher.DevContainerPath)
+			dcPath := filepath.Join(project, devcontainer.Path)
 			dcJSON, _ := os.ReadFile(dcPath)
 			withFeatures := strings.Replace(string(dcJSON), `"remoteUser": "dev",`, `"remoteUser": "dev",
   "features": {"./localtool": {"color": "blue"}, "`+reg+`/features/ocitool:1": {"version": "2.0"}},`, 1)
@@ -144,7 +145,7 @@ func TestLaunchDevcontainer(t *testing.T) {
 
 			// A failing postCreateCommand stops the launch with its status;
 			// the agent never runs.
-			dc := filepath.Join(project, launcher.DevContainerPath)
+			dc := filepath.Join(project, devcontainer.Path)
 			if err := os.WriteFile(dc, []byte(`{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "dev", "postCreateCommand": "exit 5"}`), 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 )
 
 // TestLaunchWorkspaceOwner launches in real Docker and Podman containers
@@ -32,16 +33,16 @@ func TestLaunchWorkspaceOwner(t *testing.T) {
 			requireRuntime(t, kind)
 			home := t.TempDir()
 			t.Cleanup(func() { removeSandboxes(t, kind, home) })
-			ownedBy := func(uid int, devcontainer string) string {
+			ownedBy := func(uid int, config string) string {
 				dir := filepath.Join(t.TempDir(), "project")
 				if err := os.Mkdir(dir, 0o755); err != nil {
 					t.Fatal(err)
 				}
-				if devcontainer != "" {
+				if config != "" {
 					if err := os.MkdirAll(filepath.Join(dir, ".devcontainer"), 0o755); err != nil {
 						t.Fatal(err)
 					}
-					if err := os.WriteFile(filepath.Join(dir, launcher.DevContainerPath), []byte(devcontainer), 0o644); err != nil {
+					if err := os.WriteFile(filepath.Join(dir, devcontainer.Path), []byte(config), 0o644); err != nil {
 						t.Fatal(err)
 					}
 					// The image user keeps uid 1000: let it write.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"strings"
 )
 
@@ -35,9 +37,9 @@ type AgentHost struct {
 // is configured and the placeholder key is set in containerEnv. Each
 // failure names the command or edit that fixes it. err is for failures to
 // run the check at all.
-func CheckAgentRecipe(ctx context.Context, rt Runtime, image string, a Agent, host AgentHost) ([]CheckResult, error) {
+func CheckAgentRecipe(ctx context.Context, rt runtime.Runtime, image string, a Agent, host AgentHost) ([]CheckResult, error) {
 	var stdout, stderr bytes.Buffer
-	code, err := rt.Run(ctx, RunRequest{
+	code, err := rt.Run(ctx, runtime.RunRequest{
 		Image:      image,
 		Entrypoint: "/bin/sh",
 		Cmd:        []string{"-c", `"$1" --version`, "aileron-check", a.Command},
@@ -52,9 +54,9 @@ func CheckAgentRecipe(ctx context.Context, rt Runtime, image string, a Agent, ho
 	rebuild := fmt.Sprintf("run `aileron-proxy sandbox init --agent %s --force` and `aileron-proxy sandbox build`", a.Name)
 	v := CheckResult{Name: CheckVersion, OK: code == 0}
 	if v.OK {
-		v.Detail = fmt.Sprintf("%s --version: %s", a.Command, lastLines(stdout.String(), 1))
+		v.Detail = fmt.Sprintf("%s --version: %s", a.Command, runtime.LastLines(stdout.String(), 1))
 	} else {
-		v.Detail = fmt.Sprintf("%s --version exited %d: %s", a.Command, code, lastLines(stderr.String()+stdout.String(), 1))
+		v.Detail = fmt.Sprintf("%s --version exited %d: %s", a.Command, code, runtime.LastLines(stderr.String()+stdout.String(), 1))
 		v.Fix = rebuild
 	}
 	res := []CheckResult{v}
@@ -85,7 +87,7 @@ func CheckAgentRecipe(ctx context.Context, rt Runtime, image string, a Agent, ho
 		p.OK = true
 	} else {
 		p.Detail = fmt.Sprintf("containerEnv does not set %s, which %s needs to start", a.Placeholder, a.Command)
-		p.Fix = fmt.Sprintf("add %q: %q to containerEnv in %s (the proxy injects the real key), or %s", a.Placeholder, PlaceholderValue, DevContainerPath, rebuild)
+		p.Fix = fmt.Sprintf("add %q: %q to containerEnv in %s (the proxy injects the real key), or %s", a.Placeholder, PlaceholderValue, devcontainer.Path, rebuild)
 	}
 	res = append(res, p)
 	if host.Project == "" {
@@ -93,7 +95,7 @@ func CheckAgentRecipe(ctx context.Context, rt Runtime, image string, a Agent, ho
 	}
 	m, err := checkAgentMCP(ctx, a, host.Project, func(ctx context.Context, cmd ...string) (int, string, error) {
 		var out bytes.Buffer
-		code, err := rt.Run(ctx, RunRequest{Image: image, Entrypoint: cmd[0], Cmd: cmd[1:], Network: "none",
+		code, err := rt.Run(ctx, runtime.RunRequest{Image: image, Entrypoint: cmd[0], Cmd: cmd[1:], Network: "none",
 			Labels: map[string]string{LabelManaged: "true"}, Stdout: &out, Stderr: &out})
 		if err != nil {
 			err = fmt.Errorf("checking the MCP configuration in image %s: %w", image, err)

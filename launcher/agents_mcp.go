@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
 // MCPServerName is the name every agent's configuration gives the
@@ -224,7 +225,7 @@ func checkAgentMCP(ctx context.Context, a Agent, projectDir string, run func(ctx
 		if res.OK {
 			res.Detail = "/etc/codex/config.toml starts aileron-proxy mcp as MCP server " + MCPServerName
 		} else {
-			res.Detail = "/etc/codex/config.toml in the image has no [mcp_servers.aileron] running aileron-proxy mcp" + strings.TrimSpace(" "+lastLines(out, 1))
+			res.Detail = "/etc/codex/config.toml in the image has no [mcp_servers.aileron] running aileron-proxy mcp" + strings.TrimSpace(" "+runtime.LastLines(out, 1))
 			res.Fix = fix + " --force and `aileron-proxy sandbox build`"
 		}
 		return res, nil

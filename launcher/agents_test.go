@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io"
 	"net/http"
 	"os"
@@ -84,7 +85,7 @@ func TestHostRegistriesServeTheBundle(t *testing.T) {
 	t.Setenv("SSL_CERT_FILE", bundle)
 	t.Setenv("PATH", t.TempDir()) // no npm: the registry arg is left to the Dockerfile default
 
-	req := BuildRequest{Args: map[string]string{"KEEP": "1"}}
+	req := runtime.BuildRequest{Args: map[string]string{"KEEP": "1"}}
 	stop, err := withHostRegistries(context.Background(), &req, []byte("FROM x\nARG npm_config_registry=https://r/\nARG AILERON_BUILD_CA_URL=\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +117,7 @@ func TestHostRegistriesServeTheBundle(t *testing.T) {
 		t.Error("the bundle is still served after the build")
 	}
 
-	plain := BuildRequest{}
+	plain := runtime.BuildRequest{}
 	stop, err = withHostRegistries(context.Background(), &plain, []byte("FROM x\nRUN true\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func TestHostRegistriesServeTheBundle(t *testing.T) {
 	}
 
 	t.Setenv("SSL_CERT_FILE", filepath.Join(t.TempDir(), "missing.pem"))
-	bad := BuildRequest{}
+	bad := runtime.BuildRequest{}
 	if _, err := withHostRegistries(context.Background(), &bad, []byte("ARG AILERON_BUILD_CA_URL\n")); err == nil || !strings.Contains(err.Error(), "set SSL_CERT_FILE") {
 		t.Errorf("missing bundle: err = %v, want one naming SSL_CERT_FILE", err)
 	}
@@ -135,7 +136,7 @@ func TestHostRegistriesServeTheBundle(t *testing.T) {
 
 func TestCheckAgentRecipe(t *testing.T) {
 	a, _ := LookupAgent("claude")
-	rt := &fakeRuntime{images: map[string]bool{}, runFn: func(req RunRequest) (int, error) {
+	rt := &fakeRuntime{images: map[string]bool{}, runFn: func(req runtime.RunRequest) (int, error) {
 		if len(req.Cmd) < 4 || req.Cmd[3] != "claude" || req.Network != "none" {
 			t.Errorf("version check ran %q on network %q", req.Cmd, req.Network)
 		}
@@ -156,7 +157,7 @@ func TestCheckAgentRecipe(t *testing.T) {
 			t.Errorf("%s failed: %s", r.Name, r.Detail)
 		}
 	}
-	res, err = CheckAgentRecipe(context.Background(), &fakeRuntime{images: map[string]bool{}, runFn: func(RunRequest) (int, error) { return 127, nil }}, "img", a, AgentHost{})
+	res, err = CheckAgentRecipe(context.Background(), &fakeRuntime{images: map[string]bool{}, runFn: func(runtime.RunRequest) (int, error) { return 127, nil }}, "img", a, AgentHost{})
 	if err != nil {
 		t.Fatal(err)
 	}

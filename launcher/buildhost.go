@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"net"
 	"net/http"
 	"net/url"
@@ -81,7 +82,7 @@ func buildRegistryArg(reg string) string {
 // network, the only one from which loopback is reachable; Docker's classic
 // builder has no build secrets, so this works the same for both runtimes.
 // The returned stop closes the server; call it after the build.
-func withHostRegistries(ctx context.Context, req *BuildRequest, dockerfile []byte) (stop func(), err error) {
+func withHostRegistries(ctx context.Context, req *runtime.BuildRequest, dockerfile []byte) (stop func(), err error) {
 	stop = func() {}
 	setArg := func(k, v string) {
 		if _, ok := req.Args[k]; ok || v == "" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"os"
 	"strings"
 )
@@ -34,11 +35,19 @@ type CheckOptions struct {
 	// WorkspacePath, an empty Source a fresh temporary directory writable
 	// by any user, removed afterwards. It is mounted read-write whatever
 	// its ReadOnly: the check is whether the image's user may write there.
-	Workspace Mount
+	Workspace runtime.Mount
 	// User runs the checks (--user); empty means the image's USER.
 	User string
 	// BaseImage is named in fixes; empty means BaseImage("").
 	BaseImage string
+
+	// probeUser makes the run also print the user it runs as
+	// (probeUserScript), so one run both checks the image and finds its
+	// user (see checkAndProbeUser).
+	probeUser bool
+	// requestedUser is the user the devcontainer asked for, which a
+	// failed probe names (User may differ: root for a root-owned project).
+	requestedUser string
 }
 
 // CheckResult is one validation.
@@ -114,13 +123,27 @@ fi
 // the agent command is on PATH, and wget exists when shims are mounted.
 // err is for failures to run the check at all; failed validations are in
 // the report (see CheckReport.Err).
-func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, error) {
-	rep := CheckReport{Image: opts.Image, Agent: opts.Agent}
+func Check(ctx context.Context, rt runtime.Runtime, opts CheckOptions) (CheckReport, error) {
+	rep, _, err := check(ctx, rt, opts)
+	return rep, err
+}
+
+// checkOutput is what the check's run printed, and its exit status.
+type checkOutput struct {
+	stdout, stderr string
+	code           int
+}
+
+// check is Check, also returning what the run printed (for probeUser).
+// With probeUser, a failed run is reported as the user probe's failure,
+// as when the probe ran alone first.
+func check(ctx context.Context, rt runtime.Runtime, opts CheckOptions) (rep CheckReport, out checkOutput, err error) {
+	rep = CheckReport{Image: opts.Image, Agent: opts.Agent}
 	if opts.Image == "" {
-		return rep, errors.New("checking the sandbox image: no image given")
+		return rep, out, errors.New("checking the sandbox image: no image given")
 	}
 	if !isAgentCommand(opts.Agent) {
-		return rep, fmt.Errorf("checking the sandbox image: agent command %q is not a command name or path (pass --agent=CMD, e.g. --agent=claude)", opts.Agent)
+		return rep, out, fmt.Errorf("checking the sandbox image: agent command %q is not a command name or path (pass --agent=CMD, e.g. --agent=claude)", opts.Agent)
 	}
 	base := opts.BaseImage
 	if base == "" {
@@ -133,12 +156,12 @@ func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, err
 	if ws.Source == "" {
 		dir, err := os.MkdirTemp("", "aileron-check-workspace-*")
 		if err != nil {
-			return rep, fmt.Errorf("checking the sandbox image: creating a workspace: %w", err)
+			return rep, out, fmt.Errorf("checking the sandbox image: creating a workspace: %w", err)
 		}
 		defer os.RemoveAll(dir)
 		// A throwaway directory: writable by whatever uid the image runs as.
 		if err := os.Chmod(dir, 0o777); err != nil {
-			return rep, fmt.Errorf("checking the sandbox image: creating a workspace: %w", err)
+			return rep, out, fmt.Errorf("checking the sandbox image: creating a workspace: %w", err)
 		}
 		ws.Source = dir
 	}
@@ -146,24 +169,32 @@ func Check(ctx context.Context, rt Runtime, opts CheckOptions) (CheckReport, err
 	if opts.Shims {
 		wantWget = "1"
 	}
+	script := checkScript
+	if opts.probeUser {
+		script = probeUserScript + "\n" + checkScript
+	}
 	var stdout, stderr bytes.Buffer
-	code, err := rt.Run(ctx, RunRequest{
+	code, err := rt.Run(ctx, runtime.RunRequest{
 		Image:      opts.Image,
 		Entrypoint: "/bin/sh",
-		Cmd:        []string{"-c", checkScript, "aileron-check", opts.Agent, wantWget, ws.Target},
+		Cmd:        []string{"-c", script, "aileron-check", opts.Agent, wantWget, ws.Target},
 		Network:    "none",
 		User:       opts.User,
 		Workdir:    ws.Target,
-		Mounts:     []Mount{{Source: ws.Source, Target: ws.Target}},
+		Mounts:     []runtime.Mount{{Source: ws.Source, Target: ws.Target}},
 		Labels:     map[string]string{LabelManaged: "true"},
 		Stdout:     &stdout,
 		Stderr:     &stderr,
 	})
-	if err != nil {
-		return rep, fmt.Errorf("checking image %s: %w", opts.Image, err)
+	if err != nil && opts.probeUser {
+		return rep, out, probeUserError(opts.Image, opts.requestedUser, err)
 	}
-	rep.Results = interpretCheck(stdout.String(), stderr.String(), code, opts, base)
-	return rep, nil
+	if err != nil {
+		return rep, out, fmt.Errorf("checking image %s: %w", opts.Image, err)
+	}
+	out = checkOutput{stdout: stdout.String(), stderr: stderr.String(), code: code}
+	rep.Results = interpretCheck(out.stdout, out.stderr, code, opts, base)
+	return rep, out, nil
 }
 
 // isAgentCommand reports whether s can be an agent command: not blank, not
@@ -187,7 +218,7 @@ func interpretCheck(stdout, stderr string, code int, opts CheckOptions, base str
 	}
 	if marks[CheckShell] != "ok" {
 		detail := fmt.Sprintf("/bin/sh did not run (container exit status %d)", code)
-		if l := lastLines(stderr, 1); l != "" {
+		if l := runtime.LastLines(stderr, 1); l != "" {
 			detail += ": " + l
 		}
 		return []CheckResult{{

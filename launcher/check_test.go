@@ -3,6 +3,7 @@ package launcher
 import (
 	"bytes"
 	"context"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,7 +78,7 @@ func TestCheckScriptRealShells(t *testing.T) {
 }
 
 func TestInterpretCheck(t *testing.T) {
-	opts := CheckOptions{Agent: "claude", Shims: true, Workspace: Mount{Target: WorkspacePath}}
+	opts := CheckOptions{Agent: "claude", Shims: true, Workspace: runtime.Mount{Target: WorkspacePath}}
 	base := BaseImage("")
 	tests := []struct {
 		name     string
@@ -155,7 +156,7 @@ func TestInterpretCheck(t *testing.T) {
 }
 
 func TestCheckRunsAThrowawayContainer(t *testing.T) {
-	rt := &fakeRuntime{images: map[string]bool{}, runFn: func(req RunRequest) (int, error) {
+	rt := &fakeRuntime{images: map[string]bool{}, runFn: func(req runtime.RunRequest) (int, error) {
 		// Behave like the image: run the real script against the mounted dir.
 		args := append([]string{}, req.Cmd...)
 		args[len(args)-1] = req.Mounts[0].Source
@@ -200,14 +201,14 @@ func TestCheckRunsAThrowawayContainer(t *testing.T) {
 	// A devcontainer workspaceMount moves the workspace: the check writes
 	// where the agent will.
 	const target = "/workspaces/project"
-	if _, err := Check(context.Background(), rt, CheckOptions{Image: "img:1", Agent: "sh", Workspace: Mount{Target: target, ReadOnly: true}}); err != nil {
+	if _, err := Check(context.Background(), rt, CheckOptions{Image: "img:1", Agent: "sh", Workspace: runtime.Mount{Target: target, ReadOnly: true}}); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
 	req = rt.runs[len(rt.runs)-1]
 	if req.Workdir != target || len(req.Mounts) != 1 || req.Mounts[0].Target != target || req.Mounts[0].ReadOnly || req.Cmd[len(req.Cmd)-1] != target {
 		t.Errorf("with WorkspaceTarget %s: run request = %+v, want the workspace mounted read-write, checked and entered there", target, req)
 	}
-	results := interpretCheck("aileron-check:shell:ok\naileron-check:uid:1000\naileron-check:workspace:fail\n", "", 1, CheckOptions{Image: "i", Agent: "sh", Workspace: Mount{Target: target}}, BaseImage(""))
+	results := interpretCheck("aileron-check:shell:ok\naileron-check:uid:1000\naileron-check:workspace:fail\n", "", 1, CheckOptions{Image: "i", Agent: "sh", Workspace: runtime.Mount{Target: target}}, BaseImage(""))
 	if i := slices.IndexFunc(results, func(r CheckResult) bool { return r.Name == CheckWorkspace }); i < 0 || !strings.Contains(results[i].Detail, target+" is not writable") {
 		t.Errorf("results = %+v, want a workspace result naming %s", results, target)
 	}

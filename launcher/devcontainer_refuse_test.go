@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -33,7 +35,7 @@ var refusedCases = []struct {
 
 func refusedProject(t *testing.T, keys string) string {
 	t.Helper()
-	return writeProject(t, map[string]string{DevContainerPath: "{\n  \"image\": \"debian:bookworm-slim\",\n  " + keys + "\n}\n"})
+	return writeProject(t, map[string]string{devcontainer.Path: "{\n  \"image\": \"debian:bookworm-slim\",\n  " + keys + "\n}\n"})
 }
 
 func TestRefusedKeys(t *testing.T) {
@@ -48,7 +50,7 @@ func TestRefusedKeys(t *testing.T) {
 			if refusal == nil {
 				t.Fatalf("Refusal() = nil for %s, want a refusal", tc.json)
 			}
-			var ce *ConfigError
+			var ce *devcontainer.ConfigError
 			if !errors.As(refusal, &ce) {
 				t.Fatalf("Refusal() = %T, want *ConfigError", refusal)
 			}
@@ -99,12 +101,11 @@ func TestAcceptedHarmlessForms(t *testing.T) {
 	}
 	golden(t, "plan-runargs.txt", normalize(text.String(), dir))
 	golden(t, "plan-runargs.json", normalize(js.String(), dir))
-	r := &cliRuntime{bin: "docker"}
-	args, _, err := r.runArgs(RunRequest{Image: "img", ExtraArgs: p.RunArgs, Cmd: []string{"sh"}})
-	if err != nil {
+	f := &fakeExec{}
+	if _, err := newFakeRuntime(t, runtime.Docker, f).Run(context.Background(), runtime.RunRequest{Image: "img", ExtraArgs: p.RunArgs, Cmd: []string{"sh"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(args, " "); !strings.HasSuffix(got, strings.Join(want, " ")+" img sh") {
+	if got := strings.Join(f.calls[0].Args, " "); !strings.HasSuffix(got, strings.Join(want, " ")+" img sh") {
 		t.Errorf("run argv = %q, want the runArgs just before the image", got)
 	}
 }
@@ -116,7 +117,7 @@ func TestRunArgsBadValues(t *testing.T) {
 		{`"--memory=1g"`, "runArgs: must be an array of strings"},
 		{`[1]`, "runArgs: must be a string"},
 	} {
-		_, err := ParseDevContainer("dc.json", []byte(`{"image": "x", "runArgs": `+tc.args+`}`))
+		_, err := devcontainer.Parse("dc.json", []byte(`{"image": "x", "runArgs": `+tc.args+`}`))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseDevContainer(runArgs %s) error = %v, want %q", tc.args, err, tc.want)
 		}
@@ -125,7 +126,7 @@ func TestRunArgsBadValues(t *testing.T) {
 
 func TestBuildTargetCacheFromOptions(t *testing.T) {
 	dir := writeProject(t, map[string]string{
-		DevContainerPath: `{"build": {"dockerfile": "Dockerfile", "target": "dev", "cacheFrom": "ghcr.io/acme/cache:1",
+		devcontainer.Path: `{"build": {"dockerfile": "Dockerfile", "target": "dev", "cacheFrom": "ghcr.io/acme/cache:1",
   "args": {"V": "${localEnv:V:7}"}, "options": ["--pull", "--label", "team=ml", "--platform=linux/amd64"]}}`,
 		".devcontainer/Dockerfile": "FROM debian:bookworm-slim AS dev\n",
 	})
@@ -144,7 +145,7 @@ func TestBuildTargetCacheFromOptions(t *testing.T) {
 	}
 	golden(t, "plan-build.txt", normalize(text.String(), dir))
 	f := &fakeExec{}
-	rt := newFakeRuntime(t, RuntimeDocker, f)
+	rt := newFakeRuntime(t, runtime.Docker, f)
 	if _, err := Prepare(context.Background(), rt, p, PrepareOptions{Policy: BuildAlways}); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestBuildTargetCacheFromOptions(t *testing.T) {
 	}
 
 	dir = writeProject(t, map[string]string{
-		DevContainerPath:           "{\n\"build\": {\"dockerfile\": \"Dockerfile\",\n \"options\": [\"--network=host\", \"--ssh\", \"default\", \"--secret\", \"id=x,src=/root/.aws/credentials\"]}}",
+		devcontainer.Path:          "{\n\"build\": {\"dockerfile\": \"Dockerfile\",\n \"options\": [\"--network=host\", \"--ssh\", \"default\", \"--secret\", \"id=x,src=/root/.aws/credentials\"]}}",
 		".devcontainer/Dockerfile": "FROM debian:bookworm-slim\n",
 	})
 	p, err = NewPlan(dir, PlanOptions{})
@@ -181,7 +182,7 @@ func TestPlanUsersGolden(t *testing.T) {
 		"users":         `{"image": "x", "containerUser": "root", "remoteUser": "dev"}`,
 		"users-noremap": `{"image": "x", "containerUser": "builder", "updateRemoteUserUID": false}`,
 	} {
-		dir := writeProject(t, map[string]string{DevContainerPath: dc})
+		dir := writeProject(t, map[string]string{devcontainer.Path: dc})
 		p, err := NewPlan(dir, PlanOptions{})
 		if err != nil {
 			t.Fatal(err)

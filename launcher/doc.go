@@ -18,9 +18,9 @@
 //
 // Check runs the runtime-contract validations in a throwaway container.
 //
-// Launch confines the agent: StartGuard gives the sandbox a network
+// Launch confines the agent: guard.Start gives the sandbox a network
 // namespace held by a CAP_NET_ADMIN-only container whose nftables egress
-// guard (GuardRules, a pure function) lets out only TCP to the session's
+// guard (guard.Rules, a pure function) lets out only TCP to the session's
 // relays; the agent joins it with every capability dropped.
 // ResolveAgentUser picks the agent's user (devcontainer
 // updateRemoteUserUID).

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io"
 	"os"
 	"path/filepath"
@@ -29,7 +31,7 @@ func (p *Plan) RunImage() string {
 
 // planFeatures resolves the devcontainer's features (fetching OCI ones
 // with opts.FeatureFetcher) and names the derived image.
-func (p *Plan) planFeatures(dcDir string, dc *DevContainer, opts PlanOptions) error {
+func (p *Plan) planFeatures(dcDir string, dc *devcontainer.DevContainer, opts PlanOptions) error {
 	if len(dc.Features) == 0 {
 		return nil
 	}
@@ -37,13 +39,13 @@ func (p *Plan) planFeatures(dcDir string, dc *DevContainer, opts PlanOptions) er
 	if fetch == nil {
 		fetch = NewOCIFeatureFetcher("")
 	}
-	features, refused, err := resolveFeatures(dcDir, dc.Features, dc.OverrideFeatureInstallOrder, fetch)
+	features, refused, err := devcontainer.ResolveFeatures(dcDir, dc.Features, dc.OverrideFeatureInstallOrder, fetch)
 	if err != nil {
-		return fmt.Errorf("resolving the features of %s: %w", DevContainerPath, err)
+		return fmt.Errorf("resolving the features of %s: %w", devcontainer.Path, err)
 	}
 	vc := p.Vars(opts.LocalEnv, nil)
 	for _, f := range features {
-		f.installEnv = substituteMap(f.Env, vc)
+		f.InstallEnv = devcontainer.SubstituteMap(f.Env, vc)
 	}
 	p.Features, p.Refused = features, append(p.Refused, refused...)
 	h := sha256.New()
@@ -53,8 +55,8 @@ func (p *Plan) planFeatures(dcDir string, dc *DevContainer, opts PlanOptions) er
 	}
 	for _, f := range features {
 		fmt.Fprintf(h, "feature %q %s\n", f.ID, f.Digest)
-		for _, k := range sortedKeys(f.installEnv) {
-			fmt.Fprintf(h, "  option %q=%q\n", k, f.installEnv[k])
+		for _, k := range sortedKeys(f.InstallEnv) {
+			fmt.Fprintf(h, "  option %q=%q\n", k, f.InstallEnv[k])
 		}
 	}
 	p.FeaturesImage = FeaturesRepository + ":" + hex.EncodeToString(h.Sum(nil))[:12]
@@ -64,7 +66,7 @@ func (p *Plan) planFeatures(dcDir string, dc *DevContainer, opts PlanOptions) er
 // featuresDockerfile installs features on base as the devcontainer CLI
 // does: as root, each feature's options sourced from its env file, its
 // containerEnv set with ENV, then back to user.
-func featuresDockerfile(base, user string, features []*Feature) string {
+func featuresDockerfile(base, user string, features []*devcontainer.Feature) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "FROM %s\nUSER root\n", base)
 	for i, f := range features {
@@ -81,21 +83,21 @@ func featuresDockerfile(base, user string, features []*Feature) string {
 
 // featureEnvFile is the env file install.sh of f is run with: its
 // resolved options and the users the devcontainer CLI names.
-func featureEnvFile(f *Feature, remoteUser, containerUser string) string {
+func featureEnvFile(f *devcontainer.Feature, remoteUser, containerUser string) string {
 	env := map[string]string{"_REMOTE_USER": remoteUser, "_CONTAINER_USER": containerUser}
-	for k, v := range f.installEnv {
+	for k, v := range f.InstallEnv {
 		env[k] = v
 	}
 	var lines strings.Builder
 	for _, k := range sortedKeys(env) {
-		fmt.Fprintf(&lines, "%s=%s\n", k, shQuote(env[k]))
+		fmt.Fprintf(&lines, "%s=%s\n", k, devcontainer.ShQuote(env[k]))
 	}
 	return lines.String()
 }
 
 // buildFeaturesImage builds p.FeaturesImage from p.Image (which must be
 // present): a context holding a copy of each feature and its env file.
-func buildFeaturesImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) error {
+func buildFeaturesImage(ctx context.Context, rt runtime.Runtime, p *Plan, opts PrepareOptions) error {
 	img, err := probeImageUser(ctx, rt, p.Image, "")
 	if err != nil {
 		return err
@@ -134,18 +136,18 @@ func buildFeaturesImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOp
 		out = io.Discard
 	}
 	fmt.Fprintf(out, "installing %d devcontainer features into %s\n", len(p.Features), p.FeaturesImage)
-	err = rt.Build(ctx, BuildRequest{
+	err = rt.Build(ctx, runtime.BuildRequest{
 		Tag: p.FeaturesImage, Dockerfile: df, Context: dir, Network: opts.Network, Output: opts.Output,
 		Labels: map[string]string{LabelManaged: "true"},
 	})
 	if err != nil {
-		return fmt.Errorf("installing the devcontainer features (%s): %w", DevContainerPath, err)
+		return fmt.Errorf("installing the devcontainer features (%s): %w", devcontainer.Path, err)
 	}
 	return nil
 }
 
 // prepareFeatures builds the features image when the policy asks for it.
-func prepareFeatures(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions, res *PrepareResult) error {
+func prepareFeatures(ctx context.Context, rt runtime.Runtime, p *Plan, opts PrepareOptions, res *PrepareResult) error {
 	if p.FeaturesImage == "" {
 		return nil
 	}

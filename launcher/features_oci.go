@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -34,7 +35,7 @@ type OCIFeatureFetcher struct {
 	cacheDir string
 }
 
-var _ FeatureFetcher = (*OCIFeatureFetcher)(nil)
+var _ devcontainer.FeatureFetcher = (*OCIFeatureFetcher)(nil)
 
 // NewOCIFeatureFetcher caches features under cacheDir; empty means
 // <user cache dir>/aileron/features.

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/aileron-dev/aileron-proxy/internal/registrytest"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 )
 
 // featureFiles returns the files of a feature named id whose install.sh
@@ -32,11 +33,11 @@ func featureFiles(id, meta string) map[string]string {
 type fakeFetcher map[string]string
 
 func (f fakeFetcher) Fetch(ref string) (string, string, error) {
-	dir, ok := f[featureID(ref)]
+	dir, ok := f[devcontainer.FeatureID(ref)]
 	if !ok {
 		return "", "", fmt.Errorf("no such feature %s", ref)
 	}
-	d, err := dirDigest(dir)
+	d, err := devcontainer.DirDigest(dir)
 	return dir, d, err
 }
 
@@ -61,7 +62,7 @@ func TestFeaturesResolvedAndOrdered(t *testing.T) {
 		"reg.test/f/late":   writeFeature(t, filepath.Join(oci, "late"), featureFiles("late", `{"id": "late", "installsAfter": ["./local"]}`)),
 	}
 	dir := writeProject(t, map[string]string{
-		DevContainerPath: `{
+		devcontainer.Path: `{
   "image": "debian:bookworm-slim",
   "features": {
     "reg.test/f/late:1": true,
@@ -118,7 +119,7 @@ func TestFeatureRefusalsAndErrors(t *testing.T) {
 		{`{"id": "x", "init": true}`, "init"},
 		{`{"id": "x", "mounts": [{"source": "/var/run/docker.sock", "target": "/var/run/docker.sock", "type": "bind"}]}`, "mounts"},
 	} {
-		dir := writeProject(t, map[string]string{DevContainerPath: "{\"image\": \"x\",\n \"features\": {\"./x\": {}}}"})
+		dir := writeProject(t, map[string]string{devcontainer.Path: "{\"image\": \"x\",\n \"features\": {\"./x\": {}}}"})
 		writeFeature(t, filepath.Join(dir, ".devcontainer", "x"), featureFiles("x", tc.meta))
 		p, err := NewPlan(dir, PlanOptions{})
 		if err != nil {
@@ -134,21 +135,21 @@ func TestFeatureRefusalsAndErrors(t *testing.T) {
 		{`{"./x": 3}`, "must be an object of options, a version string or true"},
 		{`{"reg.test/none:1": {}}`, `fetching feature "reg.test/none:1": no such feature`},
 	} {
-		dir := writeProject(t, map[string]string{DevContainerPath: `{"image": "x", "features": ` + tc.features + `}`})
+		dir := writeProject(t, map[string]string{devcontainer.Path: `{"image": "x", "features": ` + tc.features + `}`})
 		if _, err := NewPlan(dir, PlanOptions{FeatureFetcher: fakeFetcher{}}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("features %s: NewPlan error = %v, want %q", tc.features, err, tc.want)
 		}
 	}
-	a := &Feature{ID: "a", dependsOn: []string{"b"}}
-	b := &Feature{ID: "b", dependsOn: []string{"a"}}
-	if _, err := orderFeatures([]*Feature{a, b}, nil); err == nil || !strings.Contains(err.Error(), "cycle") {
+	a := &devcontainer.Feature{ID: "a", DependsOn: []string{"b"}}
+	b := &devcontainer.Feature{ID: "b", DependsOn: []string{"a"}}
+	if _, err := devcontainer.OrderFeatures([]*devcontainer.Feature{a, b}, nil); err == nil || !strings.Contains(err.Error(), "cycle") {
 		t.Errorf("orderFeatures(cycle) = %v, want a cycle error", err)
 	}
 }
 
 func TestFeatureEnvName(t *testing.T) {
 	for in, want := range map[string]string{"version": "VERSION", "install-tools": "INSTALL_TOOLS", "9lives": "_LIVES", "a.b": "A_B"} {
-		if got := featureEnvName(in); got != want {
+		if got := devcontainer.FeatureEnvName(in); got != want {
 			t.Errorf("featureEnvName(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -228,7 +229,7 @@ func TestOCIFeatureFetcherUsesRuntimeCredentials(t *testing.T) {
 // plan's output.
 func TestFeatureOptionsResolveVariables(t *testing.T) {
 	dir := writeProject(t, map[string]string{
-		DevContainerPath: `{"image": "debian:bookworm-slim", "features": {"./local": {"greeting": "${localEnv:GREETING}-${localWorkspaceFolderBasename}"}}}`,
+		devcontainer.Path: `{"image": "debian:bookworm-slim", "features": {"./local": {"greeting": "${localEnv:GREETING}-${localWorkspaceFolderBasename}"}}}`,
 	})
 	writeFeature(t, filepath.Join(dir, ".devcontainer", "local"), featureFiles("local", `{"id": "local", "options": {"greeting": {"type": "string"}}}`))
 	plan := func(greeting string) *Plan {

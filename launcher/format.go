@@ -3,7 +3,10 @@ package launcher
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -88,7 +91,7 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 		user += ", uid/gid remapped to the project owner's (updateRemoteUserUID)"
 	}
 	row("user", user)
-	if p.Workspace != (Mount{Source: p.ProjectDir, Target: WorkspacePath}) || p.WorkspaceFolder != WorkspacePath {
+	if p.Workspace != (runtime.Mount{Source: p.ProjectDir, Target: WorkspacePath}) || p.WorkspaceFolder != WorkspacePath {
 		row("workspace", formatMount(p.Workspace)+", working directory "+p.WorkspaceFolder)
 	}
 	for _, m := range p.Mounts {
@@ -126,7 +129,7 @@ func WritePlanText(w io.Writer, p *Plan, rt RuntimeInfo) error {
 	}
 	row("mediation", p.Mediation.String())
 	row("approval surface", p.ApprovalSurface.String())
-	row("egress guard", GuardSummary(nil))
+	row("egress guard", guard.Summary(nil))
 	row("hardening", hardeningSummary(p))
 	if rt.Kind != "" {
 		row("runtime", rt.Kind+" ("+rt.Selection+")")
@@ -153,7 +156,7 @@ func shortDigest(d string) string {
 }
 
 // formatMount is "bind SRC at TARGET[, read-only]".
-func formatMount(m Mount) string {
+func formatMount(m runtime.Mount) string {
 	kind, src := "bind", m.Source
 	if m.Volume {
 		kind = "volume"
@@ -166,4 +169,23 @@ func formatMount(m Mount) string {
 		s += ", read-only"
 	}
 	return s
+}
+
+// hardeningSummary says how the agent's container is confined under p.
+func hardeningSummary(p *Plan) string {
+	return "all capabilities dropped, no-new-privileges, pids limit " + p.pidsLimit() + ", never privileged"
+}
+
+// pidsLimit is the agent container's effective pids limit: the
+// devcontainer's runArgs --pids-limit when it sets one (runArgs come last
+// on the run line, so that value wins), else DefaultPidsLimit. RunArgs
+// hold flags with values only as --flag=value (allowedFlags).
+func (p *Plan) pidsLimit() string {
+	limit := strconv.Itoa(DefaultPidsLimit)
+	for _, a := range p.RunArgs {
+		if v, ok := strings.CutPrefix(a, "--pids-limit="); ok {
+			limit = v + " (runArgs)"
+		}
+	}
+	return limit
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/aileron-dev/aileron-proxy/internal/testkit"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 )
 
 // normalize replaces the temp project dir and content digests.
@@ -33,7 +34,7 @@ func TestPlanOutputGolden(t *testing.T) {
 	}{
 		{"tier0", nil, RuntimeInfo{Kind: "docker", Selection: "auto: the Docker engine answered (server 20.10.24)"}},
 		{"tier1", map[string]string{
-			DevContainerPath: `{
+			devcontainer.Path: `{
   // JSONC with comments and trailing commas
   "build": {"dockerfile": "Dockerfile", "context": "..", "args": {"B": "2", "A": "1",},},
   "containerEnv": {"EDITOR": "vi", "PAGER": "less",},
@@ -43,7 +44,7 @@ func TestPlanOutputGolden(t *testing.T) {
 			".devcontainer/Dockerfile": "FROM aileron/sandbox-base:" + BaseVersion + "\n",
 		}, RuntimeInfo{Kind: "podman", Selection: "--runtime podman"}},
 		{"tier2", map[string]string{
-			DevContainerPath: `{"customizations": {"aileron": {"image": "ghcr.io/acme/agent:2026-05-29", "mediation": "default"}}}`,
+			devcontainer.Path: `{"customizations": {"aileron": {"image": "ghcr.io/acme/agent:2026-05-29", "mediation": "default"}}}`,
 		}, RuntimeInfo{Selection: "choosing a container runtime: docker not found on PATH, and podman is not installed (start Docker or install Podman)"}},
 	}
 	for _, pr := range projects {

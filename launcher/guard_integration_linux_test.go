@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"net"
 	"net/http"
 	"net/netip"
@@ -56,7 +58,7 @@ func buildStaticBins(t *testing.T) (guard, netprobe string) {
 }
 
 // testBase is the sandbox base image, built unless present.
-func testBase(ctx context.Context, t *testing.T, rt Runtime) string {
+func testBase(ctx context.Context, t *testing.T, rt runtime.Runtime) string {
 	t.Helper()
 	base := BaseImage("")
 	if _, err := ensureBase(ctx, rt, base, PrepareOptions{Policy: BuildAuto}); err != nil {
@@ -67,9 +69,9 @@ func testBase(ctx context.Context, t *testing.T, rt Runtime) string {
 
 // internalNetwork creates an internal network without DNS, as launch
 // does, removed when the test ends.
-func internalNetwork(ctx context.Context, t *testing.T, rt Runtime, name string) Network {
+func internalNetwork(ctx context.Context, t *testing.T, rt runtime.Runtime, name string) runtime.Network {
 	t.Helper()
-	n, err := rt.NetworkCreate(ctx, NetworkRequest{Name: name, Internal: true, DisableDNS: true, Labels: map[string]string{LabelManaged: "true"}})
+	n, err := rt.NetworkCreate(ctx, runtime.NetworkRequest{Name: name, Internal: true, DisableDNS: true, Labels: map[string]string{LabelManaged: "true"}})
 	if err != nil {
 		t.Fatalf("NetworkCreate: %v", err)
 	}
@@ -114,7 +116,7 @@ echo probe-done
 // rules can be changed. Only loopback, bridges and containers this test
 // creates are contacted.
 func TestGuardRealRuntimes(t *testing.T) {
-	for _, kind := range []RuntimeKind{RuntimeDocker, RuntimePodman} {
+	for _, kind := range []runtime.Kind{runtime.Docker, runtime.Podman} {
 		t.Run(string(kind), func(t *testing.T) {
 			rt := realRuntime(t, kind)
 			guardBin, netprobe := buildStaticBins(t)
@@ -134,9 +136,9 @@ func TestGuardRealRuntimes(t *testing.T) {
 
 			// A container on the runtime's default bridge.
 			peer := id + "-peer"
-			if code, err := rt.Run(ctx, RunRequest{
+			if code, err := rt.Run(ctx, runtime.RunRequest{
 				Image: base, Name: peer, Detach: true, Entrypoint: "/netprobe", Cmd: []string{"serve", "8080", "peer-reached"},
-				Mounts: []Mount{{Source: netprobe, Target: "/netprobe", ReadOnly: true}}, Labels: labels,
+				Mounts: []runtime.Mount{{Source: netprobe, Target: "/netprobe", ReadOnly: true}}, Labels: labels,
 			}); err != nil || code != 0 {
 				t.Fatalf("starting the peer container: %d, %v", code, err)
 			}
@@ -152,7 +154,7 @@ func TestGuardRealRuntimes(t *testing.T) {
 			serveText(t, relay, "relay-ok")
 			allow := []netip.AddrPort{netip.MustParseAddrPort(relay.Addr().String())}
 
-			g, stop, err := StartGuard(ctx, rt, GuardRequest{
+			g, stop, err := guard.Start(ctx, rt, guard.Request{
 				Name: id + "-guard", Image: base, Network: n.Name, Binary: guardBin, Allow: allow,
 				AddHosts: map[string]string{rt.HostAlias(): n.Gateway}, Labels: labels,
 			})
@@ -168,21 +170,21 @@ func TestGuardRealRuntimes(t *testing.T) {
 			}
 
 			// The kernel holds the expected rules: read back from the namespace.
-			rs, err := GuardRules(allow)
+			rs, err := guard.Rules(allow)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var show, showErr bytes.Buffer
-			code, err := rt.Exec(ctx, ExecRequest{Container: g.Container, Cmd: []string{GuardBinaryPath, "internal", "guard", "show"}, Stdout: &show, Stderr: &showErr})
+			code, err := rt.Exec(ctx, runtime.ExecRequest{Container: g.Container, Cmd: []string{guard.BinaryPath, "internal", "guard", "show"}, Stdout: &show, Stderr: &showErr})
 			if got := strings.Split(strings.TrimSpace(show.String()), "\n"); err != nil || code != 0 || !slices.Equal(got, rs.Lines()) {
 				t.Errorf("rules read back = %d, %v:\n%s%s\nwant\n%s", code, err, show.String(), showErr.String(), strings.Join(rs.Lines(), "\n"))
 			}
 
 			var probe bytes.Buffer
-			code, err = rt.Run(ctx, RunRequest{
+			code, err = rt.Run(ctx, runtime.RunRequest{
 				Image: base, Name: id + "-agent", Network: g.NetworkMode, User: "0:0",
 				DropAllCaps: true, NoNewPrivileges: true, PidsLimit: DefaultPidsLimit,
-				Mounts: []Mount{{Source: netprobe, Target: "/netprobe", ReadOnly: true}, {Source: guardBin, Target: "/guard", ReadOnly: true}},
+				Mounts: []runtime.Mount{{Source: netprobe, Target: "/netprobe", ReadOnly: true}, {Source: guardBin, Target: "/guard", ReadOnly: true}},
 				Labels: labels, Entrypoint: "/bin/sh",
 				Cmd: []string{"-c", guardProbeScript, "probe", relay.Addr().String(),
 					net.JoinHostPort(n.Gateway, hostPort), net.JoinHostPort(bridgeIP, hostPort), net.JoinHostPort(peerIP, "8080"), g.Container},
@@ -214,9 +216,9 @@ func TestGuardRealRuntimes(t *testing.T) {
 
 // defaultBridgeIP is the host's address on the runtime's default bridge:
 // docker0's, or the gateway of Podman's "podman" network.
-func defaultBridgeIP(t *testing.T, kind RuntimeKind) string {
+func defaultBridgeIP(t *testing.T, kind runtime.Kind) string {
 	t.Helper()
-	if kind == RuntimeDocker {
+	if kind == runtime.Docker {
 		ifc, err := net.InterfaceByName("docker0")
 		if err != nil {
 			t.Fatalf("finding docker0: %v", err)
@@ -229,19 +231,19 @@ func defaultBridgeIP(t *testing.T, kind RuntimeKind) string {
 		}
 		t.Fatalf("docker0 has no IPv4 address: %v", addrs)
 	}
-	out, err := exec.Command("podman", "network", "inspect", "podman").Output()
+	out, err := exec.Command("podman", "network", "inspect", "podman", "--format", "{{range .Subnets}}{{if .Gateway.To4}}{{.Gateway}} {{end}}{{end}}").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := parseNetworkInspect("podman", string(out))
-	if err != nil {
-		t.Fatal(err)
+	gw, _, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	if _, err := netip.ParseAddr(gw); err != nil {
+		t.Fatalf("podman network inspect podman: no IPv4 gateway in %q", out)
 	}
-	return n.Gateway
+	return gw
 }
 
 // inspectIP returns a running container's IPv4 address.
-func inspectIP(t *testing.T, kind RuntimeKind, name string) string {
+func inspectIP(t *testing.T, kind runtime.Kind, name string) string {
 	t.Helper()
 	out, err := exec.Command(string(kind), "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", name).Output()
 	if err != nil {

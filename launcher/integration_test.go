@@ -11,13 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"go.uber.org/zap/zaptest"
 )
 
 // realRuntime returns a Runtime for kind when its engine answers. It skips
 // otherwise, except under CI=true, where .ci/containers.sh has set both up
 // and a missing runtime is a failure.
-func realRuntime(t *testing.T, kind RuntimeKind) Runtime {
+func realRuntime(t *testing.T, kind runtime.Kind) runtime.Runtime {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -25,13 +27,13 @@ func realRuntime(t *testing.T, kind RuntimeKind) Runtime {
 	cmd := exec.CommandContext(ctx, string(kind), "info")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		msg := string(kind) + " info failed: " + err.Error() + ": " + lastLines(out.String(), 2)
+		msg := string(kind) + " info failed: " + err.Error() + ": " + runtime.LastLines(out.String(), 2)
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s (CI=true: .ci/containers.sh should have set %s up)", msg, kind)
 		}
 		t.Skip(msg)
 	}
-	rt, err := NewRuntime(context.Background(), RuntimeConfig{Kind: kind, Logger: zaptest.NewLogger(t)})
+	rt, err := runtime.New(context.Background(), runtime.Config{Kind: kind, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func realRuntime(t *testing.T, kind RuntimeKind) Runtime {
 // runs the checks in real containers. The base layer (debian:bookworm-slim)
 // must be local or pullable: in CI, .ci/containers.sh imports it.
 func TestSandboxRealRuntimes(t *testing.T) {
-	for _, kind := range []RuntimeKind{RuntimeDocker, RuntimePodman} {
+	for _, kind := range []runtime.Kind{runtime.Docker, runtime.Podman} {
 		t.Run(string(kind), func(t *testing.T) {
 			rt := realRuntime(t, kind)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -53,7 +55,7 @@ func TestSandboxRealRuntimes(t *testing.T) {
 				log.Reset()
 				res, err := Prepare(ctx, rt, p, PrepareOptions{Policy: policy, Output: &log})
 				if err != nil {
-					t.Fatalf("Prepare(tier %s, %s): %v\nbuild log tail:\n%s", p.Tier, policy, err, lastLines(log.String(), 30))
+					t.Fatalf("Prepare(tier %s, %s): %v\nbuild log tail:\n%s", p.Tier, policy, err, runtime.LastLines(log.String(), 30))
 				}
 				return res
 			}
@@ -103,7 +105,7 @@ func TestSandboxRealRuntimes(t *testing.T) {
 			if os.Getuid() == 0 {
 				// A root-owned 0700 project cannot be written by the image's
 				// uid 1000 under a rootful runtime: the check says so.
-				rep, err = Check(ctx, rt, CheckOptions{Image: p0.Image, Agent: "curl", Workspace: Mount{Source: t.TempDir()}})
+				rep, err = Check(ctx, rt, CheckOptions{Image: p0.Image, Agent: "curl", Workspace: runtime.Mount{Source: t.TempDir()}})
 				if err != nil || rep.OK() || !strings.Contains(fmt.Sprint(rep.Err()), "is not writable by the image's user (uid 1000)") {
 					t.Errorf("Check(root-owned workspace) = %+v, %v; want the workspace check to fail for uid 1000", rep, err)
 				}
@@ -148,12 +150,12 @@ func TestSandboxRealRuntimes(t *testing.T) {
 				t.Fatalf("tier 1 built %q, want only %s (the base is present)", res.Built, p1.Image)
 			}
 			var out bytes.Buffer
-			code, err := rt.Run(ctx, RunRequest{Image: p1.Image, Cmd: []string{"fake-agent"}, Network: "none", Stdout: &out, Stderr: &out})
+			code, err := rt.Run(ctx, runtime.RunRequest{Image: p1.Image, Cmd: []string{"fake-agent"}, Network: "none", Stdout: &out, Stderr: &out})
 			if err != nil || code != 0 || strings.TrimSpace(out.String()) != "from-devcontainer" {
 				t.Errorf("tier 1 fake-agent = %d, %v, %q; want the build arg echoed", code, err, out.String())
 			}
 			out.Reset()
-			code, err = rt.Run(ctx, RunRequest{Image: p1.Image, Cmd: []string{"id", "-un"}, Network: "none", Stdout: &out, Stderr: &out})
+			code, err = rt.Run(ctx, runtime.RunRequest{Image: p1.Image, Cmd: []string{"id", "-un"}, Network: "none", Stdout: &out, Stderr: &out})
 			if err != nil || code != 0 || strings.TrimSpace(out.String()) != "agent" {
 				t.Errorf("tier 1 user = %d, %v, %q; want agent", code, err, out.String())
 			}
@@ -162,7 +164,7 @@ func TestSandboxRealRuntimes(t *testing.T) {
 			}
 
 			// Tier 2: a BYO image used as supplied (here: the base, present).
-			dir2 := writeProject(t, map[string]string{DevContainerPath: `{"customizations": {"aileron": {"image": "` + p0.BaseImage + `",},},}`})
+			dir2 := writeProject(t, map[string]string{devcontainer.Path: `{"customizations": {"aileron": {"image": "` + p0.BaseImage + `",},},}`})
 			p2, err := NewPlan(dir2, PlanOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -172,7 +174,7 @@ func TestSandboxRealRuntimes(t *testing.T) {
 			}
 
 			// The exit status of the container comes back.
-			code, err = rt.Run(ctx, RunRequest{Image: p0.Image, Cmd: []string{"sh", "-c", "exit 3"}, Network: "none"})
+			code, err = rt.Run(ctx, runtime.RunRequest{Image: p0.Image, Cmd: []string{"sh", "-c", "exit 3"}, Network: "none"})
 			if err != nil || code != 3 {
 				t.Errorf("Run(exit 3) = %d, %v", code, err)
 			}

@@ -17,6 +17,9 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/shims"
 )
@@ -63,7 +66,7 @@ type LaunchConfig struct {
 	Logger *zap.Logger
 	// Runtime runs the containers; required. Build it with SignalExecutor
 	// so signals reach the agent.
-	Runtime Runtime
+	Runtime runtime.Runtime
 	// Plan is the project's sandbox plan (NewPlan); required. Its
 	// ProjectDir is mounted at WorkspacePath, read-write.
 	Plan *Plan
@@ -174,19 +177,32 @@ func (cfg *LaunchConfig) validate() error {
 // launch is one Launch in progress: what it created, to undo in reverse.
 type launch struct {
 	cfg  LaunchConfig
-	rt   Runtime
+	rt   runtime.Runtime
 	log  *zap.Logger
 	undo []undoStep
 	// exitCode is the agent's exit status once it ran.
 	exitCode *int
-	// ttl is the session's TTL ("" = the default); detach, when set,
-	// starts the composed container instead of running the agent (a
-	// long-lived sandbox, sandboxes.go).
-	ttl    string
-	detach func(ctx context.Context, run RunRequest, sess *api.CreatedSession, user AgentUser) error
-	// lifecycle is the devcontainer's in-sandbox commands, resolved; a
-	// detached sandbox runs them once after its container starts.
-	lifecycle []LifecycleStep
+	// ttl is the session's TTL ("" = the default).
+	ttl string
+}
+
+// composed is a sandbox composed and guarded whose container is not yet
+// started: what compose hands to one of its two endings, attachAgent
+// (launch: run the agent, wait) or startSandbox (sandbox up: keep the
+// container alive, register it).
+type composed struct {
+	sess     *api.CreatedSession
+	plan     *Plan
+	user     AgentUser
+	rendered *shims.Rendered
+	network  runtime.Network
+	proxy    string
+	guard    *guard.Guard
+	// lifecycle is the devcontainer's in-sandbox commands, resolved.
+	lifecycle []devcontainer.LifecycleStep
+	// run is the container's run request, complete but for what it runs
+	// (Entrypoint and Cmd), which the ending sets.
+	run runtime.RunRequest
 }
 
 type undoStep struct {
@@ -205,13 +221,14 @@ func (l *launch) onExit(what string, fn func(ctx context.Context) error) {
 //     tool that would shadow the agent command (or another conflict) stops
 //     the launch before anything is created;
 //  2. creates a session on the daemon for cfg.ConnectorFQNs;
-//  3. prepares the image with cfg.BuildPolicy, picks the agent's user
-//     (ResolveAgentUser: the image user remapped to the project owner's
-//     uid/gid, or root for a root-owned project) and validates the image
-//     (Check) with the project mounted;
+//  3. prepares the image with cfg.BuildPolicy, then in one run of it
+//     (checkAndProbeUser) validates it with the project mounted (Check's
+//     script) and finds its user, from which the agent's user is decided
+//     (the image user remapped to the project owner's uid/gid, or root for
+//     a root-owned project; a remapped user is checked again);
 //  4. creates a per-session internal network (no route off the host) and
 //     two relays on its gateway to the daemon's proxy and API;
-//  5. starts the egress guard (StartGuard): a holder container owning the
+//  5. starts the egress guard (guard.Start): a holder container owning the
 //     sandbox's network namespace, where only the two relays are reachable;
 //     it fails closed, the agent never runs unguarded;
 //  6. runs the agent in that namespace, with every capability dropped,
@@ -228,7 +245,11 @@ func Launch(ctx context.Context, cfg LaunchConfig) (code int, err error) {
 	}
 	l := &launch{cfg: cfg, rt: cfg.Runtime, log: cfg.Logger.Named("launch")}
 	defer l.cleanup(ctx)
-	return l.run(ctx)
+	c, err := l.compose(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return l.attachAgent(ctx, c)
 }
 
 // cleanup runs the undo steps in reverse, each even when ctx has ended
@@ -246,17 +267,22 @@ func (l *launch) cleanup(ctx context.Context) {
 	}
 }
 
-func (l *launch) run(ctx context.Context) (int, error) {
+// compose turns the plan into a guarded sandbox ready to start: session,
+// shims and files, image, user and checks, network and relays,
+// environment, egress guard, hardened run request. Every step it takes
+// is undone by cleanup. It is long because it is the pipeline itself,
+// read top to bottom; each step is a call.
+func (l *launch) compose(ctx context.Context) (*composed, error) {
 	cfg := &l.cfg
 	agent := cfg.Agent[0]
 	conns, err := policy.SelectConnectors(cfg.Connectors, cfg.ConnectorFQNs)
 	if err != nil {
-		return 0, fmt.Errorf("selecting connectors (check --connector): %w", err)
+		return nil, fmt.Errorf("selecting connectors (check --connector): %w", err)
 	}
 	acts := sessionActions(cfg.Actions, conns)
 	rendered, err := shims.Render(shims.RenderOptions{Connectors: conns, AgentCommand: path.Base(agent), Actions: acts})
 	if err != nil {
-		return 0, fmt.Errorf("%w\nnothing was started", err)
+		return nil, fmt.Errorf("%w\nnothing was started", err)
 	}
 
 	req := api.CreateSessionRequest{Agent: path.Base(agent), Project: cfg.Plan.ProjectDir, ApprovalSurface: cfg.Plan.ApprovalSurface.String(), TTL: l.ttl, Learn: cfg.Learn}
@@ -265,7 +291,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 	}
 	sess, err := cfg.Sessions.CreateSession(ctx, req)
 	if err != nil {
-		return 0, fmt.Errorf("creating the session: %w", err)
+		return nil, fmt.Errorf("creating the session: %w", err)
 	}
 	l.onExit("ending session "+sess.ID, func(ctx context.Context) error {
 		if l.exitCode != nil {
@@ -284,51 +310,46 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		err = files.writeActions(acts)
 	}
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 
 	plan := cfg.Plan
 	if cfg.AllowHostCommands {
 		if err := RunInitializeCommand(ctx, plan, cfg.LocalEnv, cfg.Stderr); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	if _, err := Prepare(ctx, l.rt, plan, PrepareOptions{Policy: cfg.BuildPolicy, Output: cfg.Stderr}); err != nil {
-		return 0, err
+		return nil, err
 	}
-	user, err := ResolveAgentUser(ctx, l.rt, plan, nil)
-	if err != nil {
-		return 0, err
-	}
-	rep, err := Check(ctx, l.rt, CheckOptions{
-		Image: user.Image, User: user.User, Agent: agent, Shims: len(rendered.Shims) > 0,
-		Workspace: plan.Workspace, BaseImage: plan.BaseImage,
+	user, rep, err := checkAndProbeUser(ctx, l.rt, plan, CheckOptions{
+		Agent: agent, Shims: len(rendered.Shims) > 0, Workspace: plan.Workspace, BaseImage: plan.BaseImage,
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := rep.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("launching: %w", err)
+		return nil, fmt.Errorf("launching: %w", err)
 	}
 
 	name := "aileron-" + sess.ID
 	labels := map[string]string{LabelManaged: "true", LabelSession: sess.ID}
-	network, err := l.rt.NetworkCreate(ctx, NetworkRequest{Name: name, Internal: true, DisableDNS: true, Labels: labels})
+	network, err := l.rt.NetworkCreate(ctx, runtime.NetworkRequest{Name: name, Internal: true, DisableDNS: true, Labels: labels})
 	if err != nil {
-		return 0, fmt.Errorf("creating the sandbox network: %w", err)
+		return nil, fmt.Errorf("creating the sandbox network: %w", err)
 	}
 	l.onExit("removing network "+name, func(ctx context.Context) error { return l.removeNetwork(ctx, name) })
 
 	proxyRelay, apiRelay, err := l.startRelays(network.Gateway)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resolved, err := resolveSandbox(ctx, l.rt, plan, user, cfg.LocalEnv)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	env, warnings, err := SandboxEnv(SandboxEnvInput{
 		Session:      sess,
@@ -340,22 +361,18 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		RemoteEnv:    resolved.remoteEnv,
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	for _, w := range warnings {
 		l.log.Warn(w)
 	}
 	guard, err := l.startGuard(ctx, name, network, labels, proxyRelay.Addr(), apiRelay.Addr())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	entrypoint, cmd, scriptEnv := agentCommand(cfg.Agent, resolved.lifecycle)
-	maps.Copy(env, scriptEnv)
-	run := RunRequest{
+	run := runtime.RunRequest{
 		Image:           user.Image,
 		User:            user.User,
-		Entrypoint:      entrypoint,
-		Cmd:             cmd,
 		Name:            name,
 		Network:         guard.NetworkMode,
 		DropAllCaps:     true,
@@ -372,14 +389,25 @@ func (l *launch) run(ctx context.Context) (int, error) {
 		Stdout:          cfg.Stdout,
 		Stderr:          cfg.Stderr,
 	}
-	if l.detach != nil {
-		l.lifecycle = resolved.lifecycle
-		return 0, l.detach(ctx, run, sess, user)
-	}
-	writeBanner(cfg.Stderr, bannerInfo{
-		session: sess.ID, plan: plan, rt: l.rt, tools: rendered.Shims,
-		network: network, proxy: proxyRelay.Addr(), auditLog: cfg.AuditLog, guard: guard.Summary, user: user.Summary,
-		learn: sess.Learn,
+	return &composed{
+		sess: sess, plan: plan, user: user, rendered: rendered, network: network, proxy: proxyRelay.Addr(),
+		guard: guard, lifecycle: resolved.lifecycle, run: run,
+	}, nil
+}
+
+// attachAgent is launch's ending: the agent runs in the composed
+// container, after the devcontainer's lifecycle commands (agentCommand),
+// attached to the terminal; its exit status is returned.
+func (l *launch) attachAgent(ctx context.Context, c *composed) (int, error) {
+	run := c.run
+	entrypoint, cmd, scriptEnv := agentCommand(l.cfg.Agent, c.lifecycle)
+	run.Entrypoint, run.Cmd = entrypoint, cmd
+	run.Env = maps.Clone(run.Env)
+	maps.Copy(run.Env, scriptEnv)
+	writeBanner(l.cfg.Stderr, bannerInfo{
+		session: c.sess.ID, plan: c.plan, rt: l.rt, tools: c.rendered.Shims,
+		network: c.network, proxy: c.proxy, auditLog: l.cfg.AuditLog, guard: c.guard.Summary, user: c.user.Summary,
+		learn: c.sess.Learn,
 	})
 	return l.runAgent(ctx, run)
 }
@@ -387,7 +415,7 @@ func (l *launch) run(ctx context.Context) (int, error) {
 // runAgent runs the container. The run is not tied to ctx: when ctx ends
 // the agent gets StopGrace to exit on the signal SignalExecutor relayed,
 // then its container is removed.
-func (l *launch) runAgent(ctx context.Context, req RunRequest) (int, error) {
+func (l *launch) runAgent(ctx context.Context, req runtime.RunRequest) (int, error) {
 	l.onExit("removing container "+req.Name, func(ctx context.Context) error { return l.rt.ContainerRemove(ctx, req.Name) })
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
@@ -427,7 +455,7 @@ func (l *launch) runAgent(ctx context.Context, req RunRequest) (int, error) {
 
 // startGuard starts the egress guard's holder on network, allowing only the
 // two relays, and registers its removal.
-func (l *launch) startGuard(ctx context.Context, name string, network Network, labels map[string]string, relays ...string) (*Guard, error) {
+func (l *launch) startGuard(ctx context.Context, name string, network runtime.Network, labels map[string]string, relays ...string) (*guard.Guard, error) {
 	allow := make([]netip.AddrPort, len(relays))
 	for i, r := range relays {
 		ap, err := netip.ParseAddrPort(r)
@@ -436,7 +464,7 @@ func (l *launch) startGuard(ctx context.Context, name string, network Network, l
 		}
 		allow[i] = ap
 	}
-	guard, stop, err := StartGuard(ctx, l.rt, GuardRequest{
+	guard, stop, err := guard.Start(ctx, l.rt, guard.Request{
 		Name: name + "-guard", Image: l.cfg.Plan.Image, Network: network.Name, Binary: l.cfg.GuardBinary,
 		Allow: allow, AddHosts: map[string]string{l.rt.HostAlias(): network.Gateway}, Labels: labels,
 	})

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"strings"
 )
 
@@ -11,7 +13,7 @@ import (
 // their variables resolved for one container.
 type resolvedSandbox struct {
 	containerEnv, remoteEnv map[string]string
-	lifecycle               []LifecycleStep
+	lifecycle               []devcontainer.LifecycleStep
 }
 
 // resolveSandbox resolves the plan's containerEnv, remoteEnv and
@@ -19,7 +21,7 @@ type resolvedSandbox struct {
 // localEnv (the launching process), ${containerEnv:...} from the
 // container's own environment, read by running the image once (no
 // network) only when something uses it.
-func resolveSandbox(ctx context.Context, rt Runtime, plan *Plan, user AgentUser, localEnv func(string) (string, bool)) (resolvedSandbox, error) {
+func resolveSandbox(ctx context.Context, rt runtime.Runtime, plan *Plan, user AgentUser, localEnv func(string) (string, bool)) (resolvedSandbox, error) {
 	containerEnv, _ := plan.ResolveEnv(localEnv, nil)
 	var imageEnv map[string]string
 	if plan.NeedsContainerEnv() {
@@ -56,11 +58,11 @@ const lifecycleScriptEnv = "AILERON_LIFECYCLE_SCRIPT"
 // environment: the agent itself, or, when there are lifecycle commands,
 // /bin/sh running them first (LifecycleScript, passed in the environment)
 // and then exec'ing the agent.
-func agentCommand(agent []string, steps []LifecycleStep) (entrypoint string, cmd []string, env map[string]string) {
+func agentCommand(agent []string, steps []devcontainer.LifecycleStep) (entrypoint string, cmd []string, env map[string]string) {
 	if len(steps) == 0 {
 		return agent[0], agent[1:], nil
 	}
-	script := "unset " + lifecycleScriptEnv + "\n" + LifecycleScript(steps, true)
+	script := "unset " + lifecycleScriptEnv + "\n" + devcontainer.LifecycleScript(steps, true)
 	encoded := strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(script)
 	return "/bin/sh", append([]string{"-c", `eval "$(printf '%b' "$` + lifecycleScriptEnv + `")"`, "aileron-lifecycle"}, agent...),
 		map[string]string{lifecycleScriptEnv: encoded}
@@ -69,17 +71,17 @@ func agentCommand(agent []string, steps []LifecycleStep) (entrypoint string, cmd
 // probeContainerEnv returns the environment a container of user.Image
 // starts with, given containerEnv (NUL-separated /proc/self/environ, so
 // values with newlines survive).
-func probeContainerEnv(ctx context.Context, rt Runtime, user AgentUser, containerEnv map[string]string) (map[string]string, error) {
+func probeContainerEnv(ctx context.Context, rt runtime.Runtime, user AgentUser, containerEnv map[string]string) (map[string]string, error) {
 	var stdout, stderr bytes.Buffer
-	code, err := rt.Run(ctx, RunRequest{
+	code, err := rt.Run(ctx, runtime.RunRequest{
 		Image: user.Image, User: user.User, Entrypoint: "/bin/cat", Cmd: []string{"/proc/self/environ"},
 		Env: containerEnv, Network: "none", Labels: map[string]string{LabelManaged: "true"}, Stdout: &stdout, Stderr: &stderr,
 	})
 	if err == nil && code != 0 {
-		err = fmt.Errorf("exit status %d: %s", code, lastLines(stderr.String(), 2))
+		err = fmt.Errorf("exit status %d: %s", code, runtime.LastLines(stderr.String(), 2))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the environment of image %s for ${containerEnv:...} in remoteEnv (%s): %w", user.Image, DevContainerPath, err)
+		return nil, fmt.Errorf("reading the environment of image %s for ${containerEnv:...} in remoteEnv (%s): %w", user.Image, devcontainer.Path, err)
 	}
 	env := map[string]string{}
 	for _, kv := range strings.Split(stdout.String(), "\x00") {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
 func TestLaunchSandboxEnvContainerEnv(t *testing.T) {
@@ -54,13 +55,13 @@ func TestLaunchSignalExecutor(t *testing.T) {
 		t.Fatal(err)
 	}
 	sigs := make(chan os.Signal, 1)
-	exec := SignalExecutor(sigs)
+	exec := runtime.SignalExecutor(sigs)
 	pr, pw := io.Pipe()
 	result := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go func() {
-		err := exec(ctx, Command{Path: script, Args: []string{"run", "image"}, Stdout: pw})
+		err := exec(ctx, runtime.Command{Path: script, Args: []string{"run", "image"}, Stdout: pw})
 		pw.Close()
 		result <- err
 	}()
@@ -73,7 +74,7 @@ func TestLaunchSignalExecutor(t *testing.T) {
 		t.Errorf("fake CLI printed %q, want got-int", sc.Text())
 	}
 	go io.Copy(io.Discard, pr)
-	if code, ok := ExitCode(<-result); !ok || code != 42 {
+	if code, ok := runtime.ExitCode(<-result); !ok || code != 42 {
 		t.Errorf("exit = %d (%v), want 42 from the relayed SIGINT", code, ok)
 	}
 }

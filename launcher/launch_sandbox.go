@@ -16,6 +16,8 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/ca"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/shims"
 )
@@ -126,7 +128,7 @@ func SandboxEnv(in SandboxEnvInput) (env map[string]string, warnings []string, e
 	}{{"containerEnv", in.ContainerEnv}, {"remoteEnv", in.RemoteEnv}} {
 		for k, v := range layer.vars {
 			if _, taken := ours[k]; taken || strings.HasPrefix(k, "AILERON_") {
-				warnings = append(warnings, fmt.Sprintf("ignoring %s %s from %s: launch sets it for the session (AILERON_*, proxy and CA variables are reserved)", layer.key, k, DevContainerPath))
+				warnings = append(warnings, fmt.Sprintf("ignoring %s %s from %s: launch sets it for the session (AILERON_*, proxy and CA variables are reserved)", layer.key, k, devcontainer.Path))
 				continue
 			}
 			env[k] = v
@@ -276,24 +278,24 @@ func copyTree(src, dst string) error {
 // mounts lists the sandbox's mounts: the project (workspace, read-write
 // by default) and the devcontainer's checked mounts (Plan.Mounts), then
 // launch's own, read-only.
-func (f *sandboxFiles) mounts(plan *Plan, r *shims.Rendered) []Mount {
-	ms := append([]Mount{plan.Workspace}, plan.Mounts...)
+func (f *sandboxFiles) mounts(plan *Plan, r *shims.Rendered) []runtime.Mount {
+	ms := append([]runtime.Mount{plan.Workspace}, plan.Mounts...)
 	ms = append(ms,
-		Mount{Source: filepath.Join(f.tools, shims.ToolsFile), Target: SandboxToolsFile, ReadOnly: true},
+		runtime.Mount{Source: filepath.Join(f.tools, shims.ToolsFile), Target: SandboxToolsFile, ReadOnly: true},
 	)
 	for _, s := range r.Shims {
-		ms = append(ms, Mount{Source: filepath.Join(f.tools, shims.BinDir, s.Command), Target: SandboxShimsDir + "/" + s.Command, ReadOnly: true})
+		ms = append(ms, runtime.Mount{Source: filepath.Join(f.tools, shims.BinDir, s.Command), Target: SandboxShimsDir + "/" + s.Command, ReadOnly: true})
 	}
 	ms = append(ms,
-		Mount{Source: f.caFile, Target: SandboxCAFile, ReadOnly: true},
-		Mount{Source: f.bundleFile, Target: SandboxCABundle, ReadOnly: true},
-		Mount{Source: f.bundleFile, Target: SandboxSystemBundle, ReadOnly: true},
+		runtime.Mount{Source: f.caFile, Target: SandboxCAFile, ReadOnly: true},
+		runtime.Mount{Source: f.bundleFile, Target: SandboxCABundle, ReadOnly: true},
+		runtime.Mount{Source: f.bundleFile, Target: SandboxSystemBundle, ReadOnly: true},
 	)
 	if f.manifests != "" {
-		ms = append(ms, Mount{Source: f.manifests, Target: SandboxManifestsDir, ReadOnly: true})
+		ms = append(ms, runtime.Mount{Source: f.manifests, Target: SandboxManifestsDir, ReadOnly: true})
 	}
 	if f.actions != "" {
-		ms = append(ms, Mount{Source: f.actions, Target: SandboxActionsDir, ReadOnly: true})
+		ms = append(ms, runtime.Mount{Source: f.actions, Target: SandboxActionsDir, ReadOnly: true})
 	}
 	return ms
 }
@@ -302,9 +304,9 @@ func (f *sandboxFiles) mounts(plan *Plan, r *shims.Rendered) []Mount {
 type bannerInfo struct {
 	session  string
 	plan     *Plan
-	rt       Runtime
+	rt       runtime.Runtime
 	tools    []shims.Shim
-	network  Network
+	network  runtime.Network
 	proxy    string
 	auditLog string
 	// guard is the egress guard's GuardSummary; user the AgentUser's.

@@ -1,7 +1,6 @@
 package launcher
 
 import (
-	"os/exec"
 	"syscall"
 )
 
@@ -16,16 +15,6 @@ func freebindControl(_, _ string, c syscall.RawConn) error {
 		return err
 	}
 	return serr
-}
-
-// ownProcessGroup starts cmd in a process group of its own, so a signal a
-// terminal sends to launch's group does not reach it besides the copy
-// launch relays.
-func ownProcessGroup(cmd *exec.Cmd) {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setpgid = true
 }
 
 // ownerOf returns the uid and gid owning path; ok is false when unknown.

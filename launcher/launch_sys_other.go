@@ -3,16 +3,12 @@
 package launcher
 
 import (
-	"os/exec"
 	"syscall"
 )
 
 // freebindControl binds normally: IP_FREEBIND is Linux-only, and the
 // gateway address of a Docker network exists as soon as it is created.
 func freebindControl(_, _ string, _ syscall.RawConn) error { return nil }
-
-// ownProcessGroup leaves cmd in launch's process group.
-func ownProcessGroup(*exec.Cmd) {}
 
 // ownerOf is unknown outside Linux: the image user is kept.
 func ownerOf(string) (uid, gid int, ok bool) { return 0, 0, false }

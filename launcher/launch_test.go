@@ -23,6 +23,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/shims"
 )
@@ -137,8 +139,8 @@ const checkOK = "aileron-check:shell:ok\naileron-check:uid:1000\naileron-check:p
 
 // respondLikeDocker answers the CLI calls Launch makes; agent simulates
 // the agent container.
-func respondLikeDocker(agent func(c Command) error) func(c Command) (string, string, error) {
-	return func(c Command) (string, string, error) {
+func respondLikeDocker(agent func(c runtime.Command) error) func(c runtime.Command) (string, string, error) {
+	return func(c runtime.Command) (string, string, error) {
 		a := c.Args
 		switch {
 		case len(a) >= 2 && a[0] == "image" && a[1] == "inspect":
@@ -153,6 +155,8 @@ func respondLikeDocker(agent func(c Command) error) func(c Command) (string, str
 			return "", "", nil
 		case a[0] == "run" && slices.Contains(a, probeUserScript):
 			return fmt.Sprintf("aileron-user:%d:%d:agent\n", fakeImageUID, fakeImageUID), "", nil
+		case a[0] == "run" && slices.ContainsFunc(a, isProbeAndCheck):
+			return fmt.Sprintf("aileron-user:%d:%d:agent\n", fakeImageUID, fakeImageUID) + checkOK, "", nil
 		case a[0] == "run" && strings.Contains(strings.Join(a, " "), "--network none"):
 			return checkOK, "", nil
 		case a[0] == "run" && slices.Contains(a, "--detach"):
@@ -162,7 +166,7 @@ func respondLikeDocker(agent func(c Command) error) func(c Command) (string, str
 		case a[0] == "run":
 			return "", "", agent(c)
 		}
-		return "", "unexpected call", &ExitError{Code: 1}
+		return "", "unexpected call", &runtime.ExitError{Code: 1}
 	}
 }
 
@@ -179,7 +183,7 @@ func fakeGuardApply(argv []string) string {
 			allow = append(allow, ap)
 		}
 	}
-	rs, err := GuardRules(allow)
+	rs, err := guard.Rules(allow)
 	if err != nil {
 		return err.Error()
 	}
@@ -187,7 +191,7 @@ func fakeGuardApply(argv []string) string {
 }
 
 // inspectAgent reads what a container would get from its argv.
-func inspectAgent(t *testing.T, c Command) (*agentRun, error) {
+func inspectAgent(t *testing.T, c runtime.Command) (*agentRun, error) {
 	run := &agentRun{argv: c.Args, env: map[string]string{}, mounts: map[string]string{}}
 	for i := 0; i+1 < len(c.Args); i++ {
 		switch c.Args[i] {
@@ -278,7 +282,7 @@ func (run *agentRun) visit() error {
 // project to 1000), so the agent keeps the image user.
 var fakeImageUID = map[bool]int{true: 1000, false: os.Getuid()}[os.Getuid() == 0]
 
-func launchTestConfig(t *testing.T, rt Runtime, sessions *fakeSessions, d DaemonEndpoints, conn policy.Connector, store string) LaunchConfig {
+func launchTestConfig(t *testing.T, rt runtime.Runtime, sessions *fakeSessions, d DaemonEndpoints, conn policy.Connector, store string) LaunchConfig {
 	t.Helper()
 	project := t.TempDir()
 	if os.Getuid() == 0 {
@@ -309,14 +313,14 @@ func TestLaunchAssemblesSandbox(t *testing.T) {
 	conn, store := testConnector(t, "testapi")
 	var run *agentRun
 	var runErr error
-	f := &fakeExec{respond: respondLikeDocker(func(c Command) error {
+	f := &fakeExec{respond: respondLikeDocker(func(c runtime.Command) error {
 		run, runErr = inspectAgent(t, c)
 		if runErr == nil {
 			runErr = run.visit()
 		}
-		return &ExitError{Code: 3}
+		return &runtime.ExitError{Code: 3}
 	})}
-	rt := newFakeRuntime(t, RuntimeDocker, f)
+	rt := newFakeRuntime(t, runtime.Docker, f)
 	cfg := launchTestConfig(t, rt, sessions, d, conn, store)
 	var stderr bytes.Buffer
 	cfg.Stderr = &stderr
@@ -497,8 +501,8 @@ func TestLaunchConflictStopsFirst(t *testing.T) {
 	d := fakeDaemon(t)
 	sessions := &fakeSessions{proxyAddr: d.ProxyAddr}
 	conn, store := testConnector(t, "mytool")
-	f := &fakeExec{respond: respondLikeDocker(func(Command) error { return nil })}
-	cfg := launchTestConfig(t, newFakeRuntime(t, RuntimePodman, f), sessions, d, conn, store)
+	f := &fakeExec{respond: respondLikeDocker(func(runtime.Command) error { return nil })}
+	cfg := launchTestConfig(t, newFakeRuntime(t, runtime.Podman, f), sessions, d, conn, store)
 	cfg.Agent = []string{"/usr/local/bin/mytool", "--yes"}
 	code, err := Launch(context.Background(), cfg)
 	var ce *shims.ConflictError
@@ -532,14 +536,18 @@ func TestLaunchCheckFailureEndsSession(t *testing.T) {
 	d := fakeDaemon(t)
 	sessions := &fakeSessions{proxyAddr: d.ProxyAddr}
 	conn, store := testConnector(t, "testapi")
-	respond := respondLikeDocker(func(Command) error { t.Error("the agent ran despite a failed check"); return nil })
-	f := &fakeExec{respond: func(c Command) (string, string, error) {
+	respond := respondLikeDocker(func(runtime.Command) error { t.Error("the agent ran despite a failed check"); return nil })
+	f := &fakeExec{respond: func(c runtime.Command) (string, string, error) {
+		failed := strings.Replace(checkOK, "agent:ok:/usr/bin/agent", "agent:fail", 1)
+		if c.Args[0] == "run" && slices.ContainsFunc(c.Args, isProbeAndCheck) {
+			return fmt.Sprintf("aileron-user:%d:%d:agent\n", fakeImageUID, fakeImageUID) + failed, "", nil
+		}
 		if c.Args[0] == "run" && !slices.Contains(c.Args, probeUserScript) {
-			return strings.Replace(checkOK, "agent:ok:/usr/bin/agent", "agent:fail", 1), "", nil
+			return failed, "", nil
 		}
 		return respond(c)
 	}}
-	cfg := launchTestConfig(t, newFakeRuntime(t, RuntimeDocker, f), sessions, d, conn, store)
+	cfg := launchTestConfig(t, newFakeRuntime(t, runtime.Docker, f), sessions, d, conn, store)
 	_, err := Launch(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), `agent command "agent" is not on PATH`) {
 		t.Fatalf("Launch = %v, want the failed agent check", err)
@@ -561,22 +569,22 @@ func TestLaunchStopsOnCancel(t *testing.T) {
 	started := make(chan struct{})
 	removed := make(chan struct{})
 	var once sync.Once
-	respond := respondLikeDocker(func(Command) error {
+	respond := respondLikeDocker(func(runtime.Command) error {
 		close(started)
 		select {
 		case <-removed: // the runtime kills a force-removed container
-			return &ExitError{Code: 137}
+			return &runtime.ExitError{Code: 137}
 		case <-time.After(30 * time.Second):
 			return errors.New("never removed")
 		}
 	})
-	f := &fakeExec{respond: func(c Command) (string, string, error) {
+	f := &fakeExec{respond: func(c runtime.Command) (string, string, error) {
 		if c.Args[0] == "rm" {
 			once.Do(func() { close(removed) })
 		}
 		return respond(c)
 	}}
-	cfg := launchTestConfig(t, newFakeRuntime(t, RuntimeDocker, f), sessions, d, conn, store)
+	cfg := launchTestConfig(t, newFakeRuntime(t, runtime.Docker, f), sessions, d, conn, store)
 	cfg.StopGrace = 50 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
@@ -603,5 +611,34 @@ func TestLaunchStopsOnCancel(t *testing.T) {
 	}
 	if !strings.Contains(allArgv(f), "network rm aileron-"+launchTestID) {
 		t.Errorf("the network was not removed:\n%s", allArgv(f))
+	}
+}
+
+// isProbeAndCheck reports whether arg is the script of the run that finds
+// the image's user and checks the image at once (checkAndProbeUser).
+func isProbeAndCheck(arg string) bool { return strings.HasPrefix(arg, probeUserScript+"\n") }
+
+// TestLaunchRunsTheImageOnceBeforeTheAgent: finding the image's user and
+// checking the image are one run of it (checkAndProbeUser) when the user
+// is not remapped, as here (the fake image's user owns the project, or the
+// project is root's).
+func TestLaunchRunsTheImageOnceBeforeTheAgent(t *testing.T) {
+	d := fakeDaemon(t)
+	sessions := &fakeSessions{proxyAddr: d.ProxyAddr}
+	conn, store := testConnector(t, "testapi")
+	f := &fakeExec{respond: respondLikeDocker(func(runtime.Command) error { return nil })}
+	cfg := launchTestConfig(t, newFakeRuntime(t, runtime.Docker, f), sessions, d, conn, store)
+	if _, err := Launch(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	var before int
+	for i := range f.calls {
+		a := f.calls[i].Args
+		if a[0] == "run" && slices.Contains(a, "none") && !slices.Contains(a, "--detach") {
+			before++
+		}
+	}
+	if before != 1 {
+		t.Errorf("the image ran %d times before the agent, want once:\n%s", before, allArgv(f))
 	}
 }

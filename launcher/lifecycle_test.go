@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +14,7 @@ import (
 )
 
 func TestLifecycleParsedAndPlanned(t *testing.T) {
-	dir := writeProject(t, map[string]string{DevContainerPath: `{
+	dir := writeProject(t, map[string]string{devcontainer.Path: `{
   "image": "debian:bookworm-slim",
   "postStartCommand": ["echo", "started"],
   "postCreateCommand": {"b": "echo b > b.txt", "a": ["touch", "${containerWorkspaceFolder}/a.txt"]},
@@ -47,16 +49,16 @@ func TestLifecycleParsedAndPlanned(t *testing.T) {
 	}
 	golden(t, "plan-lifecycle.txt", normalize(text.String(), dir))
 	for _, bad := range []string{`{"image": "x", "postCreateCommand": 3}`, `{"image": "x", "postCreateCommand": {"a": true}}`} {
-		if _, err := ParseDevContainer("dc.json", []byte(bad)); err == nil || !strings.Contains(err.Error(), "must be a string, an array of strings or an object") {
+		if _, err := devcontainer.Parse("dc.json", []byte(bad)); err == nil || !strings.Contains(err.Error(), "must be a string, an array of strings or an object") {
 			t.Errorf("ParseDevContainer(%s) error = %v", bad, err)
 		}
 	}
 }
 
 // runScript runs LifecycleScript with the real /bin/sh in dir.
-func runScript(t *testing.T, dir string, steps []LifecycleStep, createTime bool, agent ...string) (string, int) {
+func runScript(t *testing.T, dir string, steps []devcontainer.LifecycleStep, createTime bool, agent ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command("/bin/sh", append([]string{"-c", LifecycleScript(steps, createTime), "aileron-lifecycle"}, agent...)...)
+	cmd := exec.Command("/bin/sh", append([]string{"-c", devcontainer.LifecycleScript(steps, createTime), "aileron-lifecycle"}, agent...)...)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -73,14 +75,14 @@ func runScript(t *testing.T, dir string, steps []LifecycleStep, createTime bool,
 
 func TestLifecycleScript(t *testing.T) {
 	dir := t.TempDir()
-	steps := []LifecycleStep{
-		{Key: "onCreateCommand", Commands: []LifecycleCommand{{Shell: "echo one >> order"}}},
-		{Key: "postCreateCommand", Commands: []LifecycleCommand{
+	steps := []devcontainer.LifecycleStep{
+		{Key: "onCreateCommand", Commands: []devcontainer.LifecycleCommand{{Shell: "echo one >> order"}}},
+		{Key: "postCreateCommand", Commands: []devcontainer.LifecycleCommand{
 			// Parallel: a waits for b's file, so it only finishes if both run at once.
 			{Name: "a", Shell: "i=0; while [ ! -f b-ran ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; [ -f b-ran ] && echo two >> order"},
 			{Name: "b", Args: []string{"touch", "b-ran"}},
 		}},
-		{Key: "postStartCommand", Commands: []LifecycleCommand{{Args: []string{"sh", "-c", "echo \"$0\" >> order", "it's quoted"}}}},
+		{Key: "postStartCommand", Commands: []devcontainer.LifecycleCommand{{Args: []string{"sh", "-c", "echo \"$0\" >> order", "it's quoted"}}}},
 	}
 	out, code := runScript(t, dir, steps, true, "sh", "-c", "cat order; exit 7")
 	if code != 7 || !strings.Contains(out, "one\ntwo\nit's quoted\n") {
@@ -98,7 +100,7 @@ func TestLifecycleScript(t *testing.T) {
 		t.Errorf("createTime=false: exit %d, output %q", code, out)
 	}
 	// A failing command stops with its status before the agent.
-	failing := []LifecycleStep{{Key: "postCreateCommand", Commands: []LifecycleCommand{{Name: "ok", Shell: "true"}, {Name: "bad", Shell: "exit 3"}}}}
+	failing := []devcontainer.LifecycleStep{{Key: "postCreateCommand", Commands: []devcontainer.LifecycleCommand{{Name: "ok", Shell: "true"}, {Name: "bad", Shell: "exit 3"}}}}
 	out, code = runScript(t, dir, failing, true, "sh", "-c", "echo AGENT RAN")
 	if code != 3 || strings.Contains(out, "AGENT RAN") || !strings.Contains(out, "aileron: postCreateCommand failed (bad: exit 3) with exit status 3; the agent was not started") {
 		t.Errorf("failing step: exit %d, output %q; want 3, the failure named and no agent", code, out)
@@ -106,7 +108,7 @@ func TestLifecycleScript(t *testing.T) {
 }
 
 func TestRunInitializeCommand(t *testing.T) {
-	dir := writeProject(t, map[string]string{DevContainerPath: `{"image": "x", "initializeCommand": {"w": "echo ${localWorkspaceFolderBasename} > from-host"}}`})
+	dir := writeProject(t, map[string]string{devcontainer.Path: `{"image": "x", "initializeCommand": {"w": "echo ${localWorkspaceFolderBasename} > from-host"}}`})
 	p, err := NewPlan(dir, PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -128,16 +130,14 @@ func TestRunInitializeCommand(t *testing.T) {
 // hold resolved ${localEnv:...} values) travel in the environment, not in
 // the runtime's argv, and the agent does not inherit the script.
 func TestAgentCommandKeepsCommandsOutOfArgv(t *testing.T) {
-	steps := []LifecycleStep{{Key: "postCreateCommand", Commands: []LifecycleCommand{{Shell: "echo s3cr3t-from-localenv > lifecycle.out\nprintf '%s\\n' 'back\\slash \\c \\n' >> lifecycle.out"}}}}
+	steps := []devcontainer.LifecycleStep{{Key: "postCreateCommand", Commands: []devcontainer.LifecycleCommand{{Shell: "echo s3cr3t-from-localenv > lifecycle.out\nprintf '%s\\n' 'back\\slash \\c \\n' >> lifecycle.out"}}}}
 	entry, cmd, env := agentCommand([]string{"sh", "-c", `echo "agent sees [$` + lifecycleScriptEnv + `]"`}, steps)
 	if strings.Contains(entry+strings.Join(cmd, " "), "s3cr3t") {
 		t.Fatalf("argv %s %q holds the lifecycle command", entry, cmd)
 	}
-	envFile, err := writeEnvFile(env)
-	if err != nil {
+	if _, err := newFakeRuntime(t, runtime.Docker, &fakeExec{}).Run(context.Background(), runtime.RunRequest{Image: "img", Env: env}); err != nil {
 		t.Fatalf("the runtime's env file cannot carry the script: %v", err)
 	}
-	os.Remove(envFile)
 	dir := t.TempDir()
 	c := exec.Command(entry, cmd...)
 	c.Dir = dir

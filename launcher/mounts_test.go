@@ -2,7 +2,10 @@ package launcher
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,7 +16,7 @@ import (
 
 // mountRulesFor builds rules rooted in a fake home under dir, with a fake
 // runtime socket, so the tests never depend on the host's.
-func mountRulesFor(t *testing.T, dir string) *MountRules {
+func mountRulesFor(t *testing.T, dir string) *devcontainer.MountRules {
 	t.Helper()
 	home := filepath.Join(dir, "home")
 	for _, d := range []string{".ssh", ".aileron", "run", "code/data"} {
@@ -28,12 +31,12 @@ func mountRulesFor(t *testing.T, dir string) *MountRules {
 	if err := os.Symlink(filepath.Join(home, ".ssh"), filepath.Join(home, "code", "sneaky")); err != nil {
 		t.Fatal(err)
 	}
-	return &MountRules{AileronHome: filepath.Join(home, ".aileron"), Home: home, Sockets: []string{sock}}
+	return &devcontainer.MountRules{AileronHome: filepath.Join(home, ".aileron"), Home: home, Sockets: []string{sock}}
 }
 
 func TestMountsPlanned(t *testing.T) {
 	dir := writeProject(t, map[string]string{
-		DevContainerPath: `{
+		devcontainer.Path: `{
   "image": "debian:bookworm-slim",
   "workspaceMount": "source=${localWorkspaceFolder},target=/src/${localWorkspaceFolderBasename},type=bind,consistency=cached",
   "workspaceFolder": "/src/${localWorkspaceFolderBasename}",
@@ -55,10 +58,10 @@ func TestMountsPlanned(t *testing.T) {
 	if err := p.Refusal(); err != nil {
 		t.Fatalf("Refusal() = %v", err)
 	}
-	if want := (Mount{Source: dir, Target: "/src/My Project"}); p.Workspace != want || p.WorkspaceFolder != "/src/My Project" {
+	if want := (runtime.Mount{Source: dir, Target: "/src/My Project"}); p.Workspace != want || p.WorkspaceFolder != "/src/My Project" {
 		t.Errorf("workspace = %+v at %q, want %+v", p.Workspace, p.WorkspaceFolder, want)
 	}
-	want := []Mount{
+	want := []runtime.Mount{
 		{Source: filepath.Join(dir, "data"), Target: "/data", ReadOnly: true},
 		{Source: "cache-" + p.DevContainerID, Target: "/src/My Project/node_modules", Volume: true},
 		{Target: "/scratch", Volume: true},
@@ -71,12 +74,11 @@ func TestMountsPlanned(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "plan-mounts.txt", regexp.MustCompile(`cache-[0-9a-v]{52}`).ReplaceAllString(normalize(text.String(), dir), "cache-<id>"))
-	r := &cliRuntime{bin: "docker"}
-	args, _, err := r.runArgs(RunRequest{Image: "img", Mounts: p.Mounts})
-	if err != nil {
+	f := &fakeExec{}
+	if _, err := newFakeRuntime(t, runtime.Docker, f).Run(context.Background(), runtime.RunRequest{Image: "img", Mounts: p.Mounts}); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(args, " ")
+	got := strings.Join(f.calls[0].Args, " ")
 	for _, w := range []string{"--mount type=bind,source=" + filepath.Join(dir, "data") + ",target=/data,readonly", "--mount type=volume,source=cache-", "--mount type=volume,target=/scratch"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("run argv = %q, want %q", got, w)
@@ -103,7 +105,7 @@ func TestMountsRefused(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := writeProject(t, map[string]string{DevContainerPath: "{\n  \"image\": \"x\",\n  \"mounts\": [" + tc.mount + "]\n}"})
+			dir := writeProject(t, map[string]string{devcontainer.Path: "{\n  \"image\": \"x\",\n  \"mounts\": [" + tc.mount + "]\n}"})
 			p, err := NewPlan(dir, PlanOptions{MountRules: rules})
 			if err != nil {
 				t.Fatal(err)
@@ -132,9 +134,9 @@ func TestMountErrors(t *testing.T) {
 		{`[{"type": "bind", "source": "/tmp", "target": "/x", "propagation": "shared"}]`, `mount key "propagation" is not supported`},
 		{`"source=/tmp,target=/x"`, "mounts: must be an array"},
 	} {
-		dir := writeProject(t, map[string]string{DevContainerPath: `{"image": "x", "mounts": ` + tc.mounts + `}`})
+		dir := writeProject(t, map[string]string{devcontainer.Path: `{"image": "x", "mounts": ` + tc.mounts + `}`})
 		_, err := NewPlan(dir, PlanOptions{MountRules: rules})
-		var ce *ConfigError
+		var ce *devcontainer.ConfigError
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewPlan(mounts %s) error = %v, want a *ConfigError with %q", tc.mounts, err, tc.want)
 		}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"net"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ func listenFreebind(addr string) (net.Listener, error) {
 // gateway and nothing off its network (a container on the default
 // bridge), and cannot resolve names.
 func TestSandboxInternalNetwork(t *testing.T) {
-	for _, kind := range []RuntimeKind{RuntimeDocker, RuntimePodman} {
+	for _, kind := range []runtime.Kind{runtime.Docker, runtime.Podman} {
 		t.Run(string(kind), func(t *testing.T) {
 			rt := realRuntime(t, kind)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -46,9 +47,9 @@ func TestSandboxInternalNetwork(t *testing.T) {
 			// runtime's default bridge (never an outside address).
 			_, netprobe := buildStaticBins(t)
 			peer := name + "-peer"
-			if code, err := rt.Run(ctx, RunRequest{
+			if code, err := rt.Run(ctx, runtime.RunRequest{
 				Image: base, Name: peer, Detach: true, Entrypoint: "/netprobe", Cmd: []string{"serve", "8080", "peer-reached"},
-				Mounts: []Mount{{Source: netprobe, Target: "/netprobe", ReadOnly: true}}, Labels: map[string]string{LabelManaged: "true"},
+				Mounts: []runtime.Mount{{Source: netprobe, Target: "/netprobe", ReadOnly: true}}, Labels: map[string]string{LabelManaged: "true"},
 			}); err != nil || code != 0 {
 				t.Fatalf("starting the peer container: %d, %v", code, err)
 			}
@@ -59,7 +60,7 @@ curl -sS -o /dev/null --connect-timeout 3 --max-time 4 "$2"; echo "offhost rc=$?
 timeout 4 getent hosts deb.debian.org >/dev/null; echo "dns rc=$?"`
 			var out bytes.Buffer
 			start := time.Now()
-			code, err := rt.Run(ctx, RunRequest{
+			code, err := rt.Run(ctx, runtime.RunRequest{
 				Image: base, Cmd: []string{"sh", "-c", script, "net-check", gwURL, offHost},
 				Network: name, AddHosts: map[string]string{rt.HostAlias(): n.Gateway},
 				Stdout: &out, Stderr: &out,

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -54,10 +57,6 @@ func (t Tier) Name() string {
 // String is e.g. "1 (devcontainer)".
 func (t Tier) String() string { return fmt.Sprintf("%d (%s)", t.Number(), t.Name()) }
 
-// DevContainerPath is where a project's devcontainer.json lives, relative to
-// the project directory.
-const DevContainerPath = ".devcontainer/devcontainer.json"
-
 // PlanOptions adjusts NewPlan.
 type PlanOptions struct {
 	// BaseVersion is the sandbox-base tag; empty means BaseVersion.
@@ -70,10 +69,10 @@ type PlanOptions struct {
 	// $AILERON_HOME, else ~/.aileron.
 	AileronHome string
 	// MountRules overrides DefaultMountRules(AileronHome) (tests).
-	MountRules *MountRules
+	MountRules *devcontainer.MountRules
 	// FeatureFetcher fetches OCI features; nil means
 	// NewOCIFeatureFetcher("") (the default cache directory).
-	FeatureFetcher FeatureFetcher
+	FeatureFetcher devcontainer.FeatureFetcher
 }
 
 // Plan is the normalized composition of one project's sandbox: which image
@@ -101,21 +100,21 @@ type Plan struct {
 	// default ProjectDir at WorkspacePath) and WorkspaceFolder the
 	// agent's working directory (workspaceFolder; default Workspace's
 	// target).
-	Workspace       Mount  `json:"workspace"`
-	WorkspaceFolder string `json:"workspace_folder"`
+	Workspace       runtime.Mount `json:"workspace"`
+	WorkspaceFolder string        `json:"workspace_folder"`
 	// Mounts are the devcontainer's mounts, resolved and checked
 	// (MountRules); nil when none.
-	Mounts []Mount `json:"mounts,omitempty"`
+	Mounts []runtime.Mount `json:"mounts,omitempty"`
 	// Features are the devcontainer's features, resolved, in install
 	// order; FeaturesImage is the derived image installing them on Image
 	// (see RunImage). Empty when none.
-	Features      []*Feature `json:"features,omitempty"`
-	FeaturesImage string     `json:"features_image,omitempty"`
+	Features      []*devcontainer.Feature `json:"features,omitempty"`
+	FeaturesImage string                  `json:"features_image,omitempty"`
 	// Lifecycle are the devcontainer's in-sandbox lifecycle commands, in
 	// the order they run before the agent; InitializeCommand runs on the
 	// host, only when launch is given --allow-host-commands. As written.
-	Lifecycle         []LifecycleStep `json:"lifecycle,omitempty"`
-	InitializeCommand *LifecycleStep  `json:"initialize_command,omitempty"`
+	Lifecycle         []devcontainer.LifecycleStep `json:"lifecycle,omitempty"`
+	InitializeCommand *devcontainer.LifecycleStep  `json:"initialize_command,omitempty"`
 	// DevContainerID is ${devcontainerId}; empty in Tier 0.
 	DevContainerID string `json:"devcontainer_id,omitempty"`
 	// User is the image user the agent runs as (devcontainer remoteUser,
@@ -129,14 +128,14 @@ type Plan struct {
 	UpdateRemoteUserUID bool `json:"update_remote_user_uid"`
 	// Mediation and ApprovalSurface are the customizations.aileron settings
 	// with defaults applied.
-	Mediation       Mediation       `json:"mediation"`
-	ApprovalSurface ApprovalSurface `json:"approval_surface"`
+	Mediation       devcontainer.Mediation       `json:"mediation"`
+	ApprovalSurface devcontainer.ApprovalSurface `json:"approval_surface"`
 	// RunArgs are the devcontainer's accepted runArgs (and "init"),
 	// appended to the agent's run; nil when none.
 	RunArgs []string `json:"run_args,omitempty"`
 	// Refused are the devcontainer settings the sandbox refuses; a plan
 	// with any is shown by `sandbox plan` but Refusal stops everything else.
-	Refused []ConfigProblem `json:"refused,omitempty"`
+	Refused []devcontainer.ConfigProblem `json:"refused,omitempty"`
 	// Warnings are survivable oddities (ignored keys, a stale FROM), sorted.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -182,7 +181,7 @@ type planView struct {
 
 func planJSON(p *Plan, rt *RuntimeInfo) planView {
 	return planView{Tier: p.Tier.Number(), TierName: p.Tier.Name(), plainPlan: (*plainPlan)(p),
-		EgressGuard: GuardSummary(nil), Hardening: hardeningSummary(p), Runtime: rt}
+		EgressGuard: guard.Summary(nil), Hardening: hardeningSummary(p), Runtime: rt}
 }
 
 // NewPlan reads projectDir/.devcontainer/devcontainer.json (when present)
@@ -200,18 +199,18 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 	p := &Plan{
 		ProjectDir:          abs,
 		BaseImage:           BaseImage(opts.BaseVersion),
-		Mediation:           MediationDefault,
-		ApprovalSurface:     ApprovalSurfaceBoth,
+		Mediation:           devcontainer.MediationDefault,
+		ApprovalSurface:     devcontainer.ApprovalSurfaceBoth,
 		UpdateRemoteUserUID: true,
-		Workspace:           Mount{Source: abs, Target: WorkspacePath},
+		Workspace:           runtime.Mount{Source: abs, Target: WorkspacePath},
 		WorkspaceFolder:     WorkspacePath,
 	}
-	dcPath := filepath.Join(abs, filepath.FromSlash(DevContainerPath))
+	dcPath := filepath.Join(abs, filepath.FromSlash(devcontainer.Path))
 	data, err := os.ReadFile(dcPath)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if _, err := os.Stat(filepath.Join(abs, ".devcontainer.json")); err == nil {
-			p.warnf("%s is not read; aileron-proxy reads %s only: move it there", ".devcontainer.json", DevContainerPath)
+			p.warnf("%s is not read; aileron-proxy reads %s only: move it there", ".devcontainer.json", devcontainer.Path)
 		}
 		p.Tier = TierBase
 		p.Image = p.BaseImage
@@ -220,19 +219,19 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 	case err != nil:
 		return nil, fmt.Errorf("reading %s: %w", dcPath, err)
 	}
-	dc, err := ParseDevContainer(dcPath, data)
+	dc, err := devcontainer.Parse(dcPath, data)
 	if err != nil {
 		return nil, err
 	}
 	p.DevContainer = dcPath
 	p.ContainerEnv, p.RemoteEnv = dc.ContainerEnv, dc.RemoteEnv
-	p.DevContainerID = DevContainerID(abs, dcPath)
+	p.DevContainerID = devcontainer.ID(abs, dcPath)
 	p.Lifecycle, p.InitializeCommand = dc.Lifecycle, dc.InitializeCommand
 	if err := p.planMounts(dc, opts); err != nil {
 		return nil, err
 	}
 	if dc.Build != nil {
-		dc.Build.Args = substituteMap(dc.Build.Args, p.Vars(opts.LocalEnv, nil))
+		dc.Build.Args = devcontainer.SubstituteMap(dc.Build.Args, p.Vars(opts.LocalEnv, nil))
 	}
 	// runArgs are used as written: they were checked against the allow-list
 	// (and the reserved dev.aileron.* labels) as written, and they reach the
@@ -252,19 +251,19 @@ func NewPlan(projectDir string, opts PlanOptions) (*Plan, error) {
 		p.ApprovalSurface = dc.Aileron.ApprovalSurface
 	}
 	if len(dc.Ignored) > 0 {
-		p.warnf("%s: ignoring %s: aileron-proxy does not apply them (docs/launcher.md lists every key)", DevContainerPath, strings.Join(dc.Ignored, ", "))
+		p.warnf("%s: ignoring %s: aileron-proxy does not apply them (docs/launcher.md lists every key)", devcontainer.Path, strings.Join(dc.Ignored, ", "))
 	}
 	switch {
 	case dc.Aileron.Image != "":
 		p.Tier = TierImage
 		p.Image = dc.Aileron.Image
 		if dc.Build != nil || dc.Image != "" {
-			p.warnf("%s: customizations.aileron.image selects the image; build and image are ignored", DevContainerPath)
+			p.warnf("%s: customizations.aileron.image selects the image; build and image are ignored", devcontainer.Path)
 		}
 	case dc.Build != nil:
 		p.Tier = TierDevcontainer
 		if dc.Image != "" {
-			p.warnf("%s: build is set, so image %q is ignored", DevContainerPath, dc.Image)
+			p.warnf("%s: build is set, so image %q is ignored", devcontainer.Path, dc.Image)
 		}
 		if err := p.planBuild(filepath.Dir(dcPath), dc.Build); err != nil {
 			return nil, err
@@ -287,15 +286,15 @@ func (p *Plan) warnf(format string, args ...any) {
 	p.Warnings = append(p.Warnings, fmt.Sprintf(format, args...))
 }
 
-func (p *Plan) planBuild(dcDir string, b *DevContainerBuild) error {
+func (p *Plan) planBuild(dcDir string, b *devcontainer.Build) error {
 	dockerfile := resolveIn(dcDir, b.Dockerfile)
 	context := resolveIn(dcDir, b.Context)
 	df, err := os.ReadFile(dockerfile)
 	if err != nil {
-		return fmt.Errorf("reading the Dockerfile build.dockerfile names: %w (create it, fix the path in %s, or run `aileron-proxy sandbox init --force`)", err, DevContainerPath)
+		return fmt.Errorf("reading the Dockerfile build.dockerfile names: %w (create it, fix the path in %s, or run `aileron-proxy sandbox init --force`)", err, devcontainer.Path)
 	}
 	if st, err := os.Stat(context); err != nil || !st.IsDir() {
-		return fmt.Errorf("checking build.context %q: %s is not a directory (it is relative to .devcontainer/; fix it in %s)", b.Context, context, DevContainerPath)
+		return fmt.Errorf("checking build.context %q: %s is not a directory (it is relative to .devcontainer/; fix it in %s)", b.Context, context, devcontainer.Path)
 	}
 	spec := &BuildSpec{Dockerfile: dockerfile, Context: context, Args: b.Args, Target: b.Target, CacheFrom: b.CacheFrom, Options: b.Options}
 	for _, from := range dockerfileFroms(df, b.Args) {

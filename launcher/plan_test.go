@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -50,7 +51,7 @@ func TestNewPlanTiers(t *testing.T) {
 		{
 			name: "tier 1 extends base",
 			files: map[string]string{
-				DevContainerPath: `{
+				devcontainer.Path: `{
   // starter
   "build": {"dockerfile": "Dockerfile",},
   "containerEnv": {"A": "1"},
@@ -73,7 +74,7 @@ func TestNewPlanTiers(t *testing.T) {
 				if !reflect.DeepEqual(p.ContainerEnv, map[string]string{"A": "1"}) {
 					t.Errorf("ContainerEnv = %v", p.ContainerEnv)
 				}
-				if p.Mediation != MediationDefault || p.ApprovalSurface != ApprovalSurfaceBoth {
+				if p.Mediation != devcontainer.MediationDefault || p.ApprovalSurface != devcontainer.ApprovalSurfaceBoth {
 					t.Errorf("defaults = %q/%q, want default/both", p.Mediation, p.ApprovalSurface)
 				}
 			},
@@ -81,7 +82,7 @@ func TestNewPlanTiers(t *testing.T) {
 		{
 			name: "tier 1 base named through an ARG and build args, context outside .devcontainer",
 			files: map[string]string{
-				DevContainerPath:            `{"build": {"dockerfile": "../docker/Dockerfile", "context": "..", "args": {"BASE_TAG": "` + BaseVersion + `"}}}`,
+				devcontainer.Path:           `{"build": {"dockerfile": "../docker/Dockerfile", "context": "..", "args": {"BASE_TAG": "` + BaseVersion + `"}}}`,
 				"docker/Dockerfile":         "ARG BASE=aileron/sandbox-base\nARG BASE_TAG=0.0.1\nFROM ${BASE}:${BASE_TAG} AS base\nFROM base\n",
 				".devcontainer/unused.file": "",
 			},
@@ -100,7 +101,7 @@ func TestNewPlanTiers(t *testing.T) {
 		{
 			name: "tier 1 on another base version warns",
 			files: map[string]string{
-				DevContainerPath:           `{"build": {"dockerfile": "Dockerfile"}}`,
+				devcontainer.Path:          `{"build": {"dockerfile": "Dockerfile"}}`,
 				".devcontainer/Dockerfile": "FROM docker.io/aileron/sandbox-base:0.0.9\n",
 			},
 			check: func(t *testing.T, dir string, p *Plan) {
@@ -115,7 +116,7 @@ func TestNewPlanTiers(t *testing.T) {
 		{
 			name: "tier 1 image without build",
 			files: map[string]string{
-				DevContainerPath: `{"image": "mcr.microsoft.com/devcontainers/base:bookworm", "shutdownAction": "none", "postAttachCommand": "x"}`,
+				devcontainer.Path: `{"image": "mcr.microsoft.com/devcontainers/base:bookworm", "shutdownAction": "none", "postAttachCommand": "x"}`,
 			},
 			check: func(t *testing.T, dir string, p *Plan) {
 				if p.Tier != TierDevcontainer || p.Image != "mcr.microsoft.com/devcontainers/base:bookworm" || p.Build != nil {
@@ -129,13 +130,13 @@ func TestNewPlanTiers(t *testing.T) {
 		{
 			name: "tier 2 byo image wins over build",
 			files: map[string]string{
-				DevContainerPath: `{"build": {"dockerfile": "Missing"}, "customizations": {"aileron": {"image": "ghcr.io/acme/agent:1", "approval_surface": "api"}}}`,
+				devcontainer.Path: `{"build": {"dockerfile": "Missing"}, "customizations": {"aileron": {"image": "ghcr.io/acme/agent:1", "approval_surface": "api"}}}`,
 			},
 			check: func(t *testing.T, dir string, p *Plan) {
 				if p.Tier != TierImage || p.Image != "ghcr.io/acme/agent:1" || p.Build != nil {
 					t.Errorf("plan = %+v, want tier 2", p)
 				}
-				if p.ApprovalSurface != ApprovalSurfaceAPI {
+				if p.ApprovalSurface != devcontainer.ApprovalSurfaceAPI {
 					t.Errorf("ApprovalSurface = %q, want api", p.ApprovalSurface)
 				}
 				if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "build and image are ignored") {
@@ -176,26 +177,26 @@ func TestNewPlanErrors(t *testing.T) {
 	}{
 		{
 			name:  "neither build nor image",
-			files: map[string]string{DevContainerPath: `{"name": "x"}`},
+			files: map[string]string{devcontainer.Path: `{"name": "x"}`},
 			want:  []string{"set build.dockerfile or image", "sandbox init --force"},
 		},
 		{
 			name:  "missing Dockerfile",
-			files: map[string]string{DevContainerPath: `{"build": {"dockerfile": "Nope"}}`},
+			files: map[string]string{devcontainer.Path: `{"build": {"dockerfile": "Nope"}}`},
 			want:  []string{"reading the Dockerfile build.dockerfile names", "Nope", "sandbox init --force"},
 		},
 		{
 			name: "context not a directory",
 			files: map[string]string{
-				DevContainerPath:           `{"build": {"dockerfile": "Dockerfile", "context": "Dockerfile"}}`,
+				devcontainer.Path:          `{"build": {"dockerfile": "Dockerfile", "context": "Dockerfile"}}`,
 				".devcontainer/Dockerfile": "FROM x\n",
 			},
 			want: []string{`checking build.context "Dockerfile"`, "not a directory"},
 		},
 		{
 			name:  "invalid customizations are errors with location",
-			files: map[string]string{DevContainerPath: "{\n\"customizations\": {\"aileron\": {\"mediation\": \"none\"}}}"},
-			want:  []string{filepath.FromSlash(DevContainerPath) + ":2:", `unsupported value "none"`},
+			files: map[string]string{devcontainer.Path: "{\n\"customizations\": {\"aileron\": {\"mediation\": \"none\"}}}"},
+			want:  []string{filepath.FromSlash(devcontainer.Path) + ":2:", `unsupported value "none"`},
 		},
 	}
 	for _, tc := range tests {
@@ -219,7 +220,7 @@ func TestNewPlanErrors(t *testing.T) {
 
 func TestPlanImageTagFollowsDockerfile(t *testing.T) {
 	dir := writeProject(t, map[string]string{
-		DevContainerPath:           `{"build": {"dockerfile": "Dockerfile"}}`,
+		devcontainer.Path:          `{"build": {"dockerfile": "Dockerfile"}}`,
 		".devcontainer/Dockerfile": "FROM aileron/sandbox-base:" + BaseVersion + "\n",
 	})
 	p1, err := NewPlan(dir, PlanOptions{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io"
 	"os"
 	"path/filepath"
@@ -64,7 +65,7 @@ var ErrImageMissing = errors.New("image missing")
 // policy is BuildNever. Then a plan with devcontainer features gets its
 // features image (FeaturesImage, built when missing, or always under
 // BuildAlways), which res.Image names.
-func Prepare(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) (PrepareResult, error) {
+func Prepare(ctx context.Context, rt runtime.Runtime, p *Plan, opts PrepareOptions) (PrepareResult, error) {
 	res, err := prepareImage(ctx, rt, p, opts)
 	if err == nil {
 		err = prepareFeatures(ctx, rt, p, opts, &res)
@@ -72,7 +73,7 @@ func Prepare(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) (Pre
 	return res, err
 }
 
-func prepareImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions) (PrepareResult, error) {
+func prepareImage(ctx context.Context, rt runtime.Runtime, p *Plan, opts PrepareOptions) (PrepareResult, error) {
 	res := PrepareResult{Image: p.Image}
 	switch opts.Policy {
 	case BuildAuto, BuildAlways, BuildNever:
@@ -116,7 +117,7 @@ func prepareImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions)
 	if p.Build.Embedded {
 		return res, nil
 	}
-	req := BuildRequest{
+	req := runtime.BuildRequest{
 		Tag:        p.Image,
 		Dockerfile: p.Build.Dockerfile,
 		Context:    p.Build.Context,
@@ -145,7 +146,7 @@ func prepareImage(ctx context.Context, rt Runtime, p *Plan, opts PrepareOptions)
 
 // ensureBase builds sandbox-base under BuildAlways, or when missing under
 // BuildAuto; under BuildNever a missing base is an error.
-func ensureBase(ctx context.Context, rt Runtime, base string, opts PrepareOptions) (bool, error) {
+func ensureBase(ctx context.Context, rt runtime.Runtime, base string, opts PrepareOptions) (bool, error) {
 	if opts.Policy != BuildAlways {
 		exists, err := imagePresent(ctx, rt, base, opts.Policy, missingBuildFix)
 		if err != nil || exists {
@@ -164,7 +165,7 @@ const missingBuildFix = " (run `aileron-proxy sandbox build` or use --sandbox-bu
 
 // imagePresent reports whether image is present locally. Under BuildNever
 // a missing image is an error wrapping ErrImageMissing, followed by fix.
-func imagePresent(ctx context.Context, rt Runtime, image string, policy BuildPolicy, fix string) (bool, error) {
+func imagePresent(ctx context.Context, rt runtime.Runtime, image string, policy BuildPolicy, fix string) (bool, error) {
 	exists, err := rt.ImageExists(ctx, image)
 	if err != nil {
 		return false, fmt.Errorf("preparing %s: %w", image, err)
@@ -177,7 +178,7 @@ func imagePresent(ctx context.Context, rt Runtime, image string, policy BuildPol
 
 // BuildBase builds the embedded sandbox-base definition as tag. Its FROM,
 // debian:bookworm-slim, must be present or pullable.
-func BuildBase(ctx context.Context, rt Runtime, tag string, out io.Writer, network string) error {
+func BuildBase(ctx context.Context, rt runtime.Runtime, tag string, out io.Writer, network string) error {
 	dir, err := os.MkdirTemp("", "aileron-sandbox-base-*")
 	if err != nil {
 		return fmt.Errorf("building %s: %w", tag, err)
@@ -187,7 +188,7 @@ func BuildBase(ctx context.Context, rt Runtime, tag string, out io.Writer, netwo
 	if err := os.WriteFile(df, BaseDockerfile(), 0o644); err != nil {
 		return fmt.Errorf("building %s: %w", tag, err)
 	}
-	err = rt.Build(ctx, BuildRequest{
+	err = rt.Build(ctx, runtime.BuildRequest{
 		Tag:        tag,
 		Dockerfile: df,
 		Context:    dir,

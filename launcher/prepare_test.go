@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io"
 	"os"
 	"reflect"
@@ -15,20 +17,20 @@ import (
 type fakeRuntime struct {
 	images  map[string]bool
 	ops     []string
-	builds  []BuildRequest
-	runs    []RunRequest
-	buildFn func(req BuildRequest) error
-	runFn   func(req RunRequest) (int, error)
+	builds  []runtime.BuildRequest
+	runs    []runtime.RunRequest
+	buildFn func(req runtime.BuildRequest) error
+	runFn   func(req runtime.RunRequest) (int, error)
 	pullErr error
 }
 
-var _ Runtime = (*fakeRuntime)(nil)
+var _ runtime.Runtime = (*fakeRuntime)(nil)
 
-func (f *fakeRuntime) Kind() RuntimeKind { return RuntimeDocker }
-func (f *fakeRuntime) Selection() string { return "fake" }
-func (f *fakeRuntime) HostAlias() string { return "host.docker.internal" }
+func (f *fakeRuntime) Kind() runtime.Kind { return runtime.Docker }
+func (f *fakeRuntime) Selection() string  { return "fake" }
+func (f *fakeRuntime) HostAlias() string  { return "host.docker.internal" }
 
-func (f *fakeRuntime) Build(_ context.Context, req BuildRequest) error {
+func (f *fakeRuntime) Build(_ context.Context, req runtime.BuildRequest) error {
 	f.ops = append(f.ops, "build "+req.Tag)
 	if req.Dockerfile != "" {
 		// Record the Dockerfile as it was at build time (BuildBase removes its temp dir).
@@ -73,7 +75,7 @@ func (f *fakeRuntime) Pull(_ context.Context, ref string, _ io.Writer) error {
 	return nil
 }
 
-func (f *fakeRuntime) Run(_ context.Context, req RunRequest) (int, error) {
+func (f *fakeRuntime) Run(_ context.Context, req runtime.RunRequest) (int, error) {
 	f.ops = append(f.ops, "run "+req.Image)
 	f.runs = append(f.runs, req)
 	if f.runFn != nil {
@@ -82,27 +84,27 @@ func (f *fakeRuntime) Run(_ context.Context, req RunRequest) (int, error) {
 	return 0, nil
 }
 
-func (f *fakeRuntime) NetworkCreate(context.Context, NetworkRequest) (Network, error) {
-	return Network{}, errors.New("not in the fake")
+func (f *fakeRuntime) NetworkCreate(context.Context, runtime.NetworkRequest) (runtime.Network, error) {
+	return runtime.Network{}, errors.New("not in the fake")
 }
 func (f *fakeRuntime) NetworkRemove(context.Context, string) error   { return nil }
 func (f *fakeRuntime) ContainerRemove(context.Context, string) error { return nil }
 func (f *fakeRuntime) ImageID(context.Context, string) (string, error) {
 	return "feedfacefeedface", nil
 }
-func (f *fakeRuntime) Exec(context.Context, ExecRequest) (int, error) { return 0, nil }
+func (f *fakeRuntime) Exec(context.Context, runtime.ExecRequest) (int, error) { return 0, nil }
 
 func TestPreparePolicies(t *testing.T) {
 	base := BaseImage("")
 	tier1 := map[string]string{
-		DevContainerPath:           `{"build": {"dockerfile": "Dockerfile"}}`,
+		devcontainer.Path:          `{"build": {"dockerfile": "Dockerfile"}}`,
 		".devcontainer/Dockerfile": "FROM " + base + "\n",
 	}
 	tier1Other := map[string]string{
-		DevContainerPath:           `{"build": {"dockerfile": "Dockerfile"}}`,
+		devcontainer.Path:          `{"build": {"dockerfile": "Dockerfile"}}`,
 		".devcontainer/Dockerfile": "FROM debian:bookworm-slim\n",
 	}
-	tier2 := map[string]string{DevContainerPath: `{"customizations": {"aileron": {"image": "byo:1"}}}`}
+	tier2 := map[string]string{devcontainer.Path: `{"customizations": {"aileron": {"image": "byo:1"}}}`}
 	const project = "<project>"
 	tests := []struct {
 		name    string
@@ -191,13 +193,13 @@ func TestPrepareBuildsTheEmbeddedDefinitionAndLabels(t *testing.T) {
 
 func TestPrepareErrors(t *testing.T) {
 	p, err := NewPlan(writeProject(t, map[string]string{
-		DevContainerPath:           `{"build": {"dockerfile": "Dockerfile"}}`,
+		devcontainer.Path:          `{"build": {"dockerfile": "Dockerfile"}}`,
 		".devcontainer/Dockerfile": "FROM " + BaseImage("") + "\n",
 	}), PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := &fakeRuntime{images: map[string]bool{}, buildFn: func(req BuildRequest) error {
+	rt := &fakeRuntime{images: map[string]bool{}, buildFn: func(req runtime.BuildRequest) error {
 		if req.Tag == BaseImage("") {
 			return fmt.Errorf("building %s with fake: exit status 1", req.Tag)
 		}
@@ -216,12 +218,23 @@ func TestPrepareErrors(t *testing.T) {
 	if _, err := Prepare(context.Background(), rt, &Plan{Image: "x"}, PrepareOptions{Policy: BuildAuto}); err == nil {
 		t.Errorf("Prepare of an unplanned Plan succeeded")
 	}
-	p2, err := NewPlan(writeProject(t, map[string]string{DevContainerPath: `{"image": "nope:1"}`}), PlanOptions{})
+	p2, err := NewPlan(writeProject(t, map[string]string{devcontainer.Path: `{"image": "nope:1"}`}), PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rt2 := &fakeRuntime{images: map[string]bool{}, pullErr: errors.New("pulling nope:1 with fake: exit status 1: registry unreachable")}
 	if _, err := Prepare(context.Background(), rt2, p2, PrepareOptions{Policy: BuildAuto}); err == nil || !strings.Contains(err.Error(), "build or load it locally") {
 		t.Errorf("Prepare with a failing pull err = %v", err)
+	}
+}
+
+func TestParseBuildPolicy(t *testing.T) {
+	for _, s := range []string{"auto", "always", "never"} {
+		if p, err := ParseBuildPolicy(s); err != nil || p.String() != s {
+			t.Errorf("ParseBuildPolicy(%q) = %q, %v", s, p, err)
+		}
+	}
+	if _, err := ParseBuildPolicy(""); err == nil {
+		t.Errorf("ParseBuildPolicy(\"\") succeeded; the zero policy must be invalid")
 	}
 }

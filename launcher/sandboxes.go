@@ -19,6 +19,9 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
@@ -30,7 +33,13 @@ const (
 
 // sandboxHelperArgs are the hidden subcommands the sandbox's container
 // runs from the helper binary mounted at GuardBinaryPath.
-var sandboxHelperArgs = []string{GuardBinaryPath, "internal", "sandbox"}
+var sandboxHelperArgs = []string{guard.BinaryPath, "internal", "sandbox"}
+
+// sandboxShell is what a long-lived sandbox runs for its caller: exec
+// calls run through /bin/sh (sandboxhelper.RunExec). The composition
+// names it as the session's agent, and the image check confirms the image
+// has it, as it confirms a launch's agent command.
+const sandboxShell = "sh"
 
 // SandboxInputs are what a sandbox is composed from, loaded afresh for
 // each one (the connector store may have changed).
@@ -42,8 +51,8 @@ type SandboxInputs struct {
 	Actions    []actions.Installed
 }
 
-// SandboxManagerConfig configures NewSandboxManager; every field is
-// required.
+// SandboxManagerConfig configures NewSandboxManager; every field but Now
+// is required.
 type SandboxManagerConfig struct {
 	Logger *zap.Logger
 	// Sessions creates and ends the sandboxes' sessions.
@@ -53,10 +62,13 @@ type SandboxManagerConfig struct {
 	// Inputs loads the connectors and actions.
 	Inputs func() (SandboxInputs, error)
 	// Runtime returns the container runtime of a kind.
-	Runtime func(ctx context.Context, kind RuntimeKind) (Runtime, error)
+	Runtime func(ctx context.Context, kind runtime.Kind) (runtime.Runtime, error)
 	// GuardBinary returns the static helper binary's host path
 	// (GuardHelper).
 	GuardBinary func() (string, error)
+	// Now is the clock that dates removals (optional; nil means
+	// time.Now).
+	Now func() time.Time
 }
 
 // SandboxManager owns the daemon's long-lived sandboxes: each has
@@ -71,15 +83,18 @@ type SandboxManager struct {
 	mu sync.Mutex
 	// boxes are the sandboxes not yet removed, by ID.
 	boxes map[string]*sandbox
-	// removed are the last maxRemovedSandboxes removed ones, oldest
-	// first: their tokens keep getting 410, not 401 (see Sandbox).
-	removed []*sandbox
+	// removed are the sandboxes removed within RemovedRetention, by ID:
+	// their tokens keep getting 410, not 401 (see Sandbox).
+	removed map[string]*sandbox
 	closed  bool
 }
 
-// maxRemovedSandboxes bounds SandboxManager.removed; a removed sandbox
-// keeps only its ID, token digest and info (teardown drops the rest).
-const maxRemovedSandboxes = 256
+// RemovedRetention is how long a removed sandbox is remembered: its calls
+// answer api.ErrSandboxGone (410) for that long after its removal, then
+// its ID is unknown. A removed sandbox keeps only its ID, token digest and
+// info (teardown drops the rest), so this bounds memory by the removals
+// of one day, never by a count that would forget recent ones.
+const RemovedRetention = 24 * time.Hour
 
 var _ api.SandboxManager = (*SandboxManager)(nil)
 
@@ -89,7 +104,10 @@ func NewSandboxManager(cfg SandboxManagerConfig) (*SandboxManager, error) {
 		cfg.Daemon.APIURL == "" || cfg.Daemon.ProxyAddr == "" {
 		return nil, errors.New("creating the sandbox manager: SandboxManagerConfig needs Logger, Sessions, Daemon, Inputs, Runtime and GuardBinary")
 	}
-	return &SandboxManager{cfg: cfg, log: cfg.Logger.Named("sandboxes"), boxes: map[string]*sandbox{}}, nil
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &SandboxManager{cfg: cfg, log: cfg.Logger.Named("sandboxes"), boxes: map[string]*sandbox{}, removed: map[string]*sandbox{}}, nil
 }
 
 // sandbox is one long-lived sandbox.
@@ -97,10 +115,13 @@ type sandbox struct {
 	m     *SandboxManager
 	info  api.SandboxInfo
 	token [sha256.Size]byte
-	rt    Runtime
+	rt    runtime.Runtime
 	// l holds the undo steps of the composition; teardown runs them.
 	l     *launch
 	timer *time.Timer
+	// removedAt is when forget moved it to the removed ones (under the
+	// manager's mu).
+	removedAt time.Time
 
 	mu   sync.Mutex
 	gone bool
@@ -113,9 +134,9 @@ type sandbox struct {
 
 // CreateSandbox composes and starts a sandbox (see SandboxManager).
 func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (*api.CreatedSandbox, error) {
-	kind := RuntimeAuto
+	kind := runtime.Auto
 	if req.Runtime != "" {
-		k, err := ParseRuntimeKind(req.Runtime)
+		k, err := runtime.ParseKind(req.Runtime)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox runtime: %w", err)
 		}
@@ -168,7 +189,7 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	cfg := LaunchConfig{
 		Logger: log, Runtime: rt, Plan: plan, BuildPolicy: build, Sessions: m.cfg.Sessions, Daemon: m.cfg.Daemon,
 		Connectors: in.Connectors, ConnectorFQNs: req.Connectors, StoreDir: in.StoreDir, Actions: in.Actions,
-		Agent: []string{"sh"}, GuardBinary: bin, Stderr: &logWriter{log: log}, LocalEnv: localEnv, Learn: req.Learn,
+		Agent: []string{sandboxShell}, GuardBinary: bin, Stderr: &logWriter{log: log}, LocalEnv: localEnv, Learn: req.Learn,
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -176,33 +197,11 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	sb := m.newSandbox(rt)
 	sb.token = sha256.Sum256([]byte(token))
 	l := &launch{cfg: cfg, rt: rt, log: log, ttl: req.TTL}
-	l.detach = func(ctx context.Context, run RunRequest, sess *api.CreatedSession, user AgentUser) error {
-		run.Entrypoint = sandboxHelperArgs[0]
-		run.Cmd = append(slices.Clone(sandboxHelperArgs[1:]), "hold")
-		delete(run.Env, lifecycleScriptEnv) // run once below, not by the holder
-		run.Mounts = append(run.Mounts, Mount{Source: bin, Target: GuardBinaryPath, ReadOnly: true})
-		run.Detach, run.Interactive, run.TTY = true, false, false
-		run.Stdin, run.Stdout, run.Stderr = nil, io.Discard, &logWriter{log: log}
-		run.Labels = map[string]string{LabelManaged: "true", LabelSession: sess.ID, LabelSandbox: id}
-		l.onExit("removing container "+run.Name, func(ctx context.Context) error { return rt.ContainerRemove(ctx, run.Name) })
-		code, err := rt.Run(ctx, run)
-		if err == nil && code != 0 {
-			err = fmt.Errorf("%s run exited %d (see the daemon log)", rt.Kind(), code)
-		}
-		if err != nil {
-			return fmt.Errorf("starting the sandbox container: %w", err)
-		}
-		if err := runLifecycleOnce(ctx, rt, run, l.lifecycle, log); err != nil {
-			return err
-		}
-		now := time.Now().UTC()
-		sb.info = api.SandboxInfo{
-			ID: id, Workdir: run.Workdir, State: SandboxRunning, SessionID: sess.ID, Runtime: rt.Kind().String(),
-			Image: user.Image, Project: plan.ProjectDir, Container: run.Name, User: user.User, CreatedAt: now, ExpiresAt: sess.ExpiresAt,
-		}
-		return nil
+	c, err := l.compose(ctx)
+	if err == nil {
+		sb.info, err = startSandbox(ctx, l, c, id, bin)
 	}
-	if _, err := l.run(ctx); err != nil {
+	if err != nil {
 		l.cleanup(ctx)
 		return nil, err
 	}
@@ -253,7 +252,7 @@ func (m *SandboxManager) ListSandboxes() []api.SandboxInfo {
 }
 
 // Sandbox returns the sandbox id, also one of the last
-// maxRemovedSandboxes removed (whose calls then answer api.ErrSandboxGone).
+// removed within RemovedRetention (whose calls then answer api.ErrSandboxGone).
 func (m *SandboxManager) Sandbox(id string) (api.Sandbox, bool) {
 	if sb := m.find(id); sb != nil {
 		return sb, true
@@ -268,12 +267,7 @@ func (m *SandboxManager) find(id string) *sandbox {
 	if sb, ok := m.boxes[id]; ok {
 		return sb
 	}
-	for _, sb := range m.removed {
-		if sb.info.ID == id {
-			return sb
-		}
-	}
-	return nil
+	return m.removed[id]
 }
 
 // RemoveSandbox tears sandbox id down: in-flight calls end (SANDBOX_GONE),
@@ -290,12 +284,13 @@ func (m *SandboxManager) RemoveSandbox(ctx context.Context, id string) error {
 }
 
 // newSandbox returns an empty sandbox on rt; CreateSandbox fills it in.
-func (m *SandboxManager) newSandbox(rt Runtime) *sandbox {
+func (m *SandboxManager) newSandbox(rt runtime.Runtime) *sandbox {
 	return &sandbox{m: m, rt: rt, calls: map[int]context.CancelFunc{}, removed: make(chan struct{})}
 }
 
-// forget moves sb from boxes to the removed ones, dropping the oldest
-// beyond maxRemovedSandboxes; a sandbox never added is left out.
+// forget moves sb from boxes to the removed ones, dating its removal, and
+// drops the removed ones older than RemovedRetention; a sandbox never
+// added is left out.
 func (m *SandboxManager) forget(sb *sandbox) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -303,9 +298,14 @@ func (m *SandboxManager) forget(sb *sandbox) {
 		return
 	}
 	delete(m.boxes, sb.info.ID)
-	m.removed = append(m.removed, sb)
-	if n := len(m.removed) - maxRemovedSandboxes; n > 0 {
-		m.removed = slices.Delete(m.removed, 0, n)
+	now := m.cfg.Now()
+	sb.removedAt = now
+	m.removed[sb.info.ID] = sb
+	for id, old := range m.removed {
+		if now.Sub(old.removedAt) > RemovedRetention {
+			delete(m.removed, id)
+			m.log.Debug("forgetting a removed sandbox", zap.String("sandbox_id", id), zap.Time("removed_at", old.removedAt))
+		}
 	}
 }
 
@@ -318,7 +318,9 @@ func (m *SandboxManager) Close(ctx context.Context) {
 	for _, sb := range m.boxes {
 		boxes = append(boxes, sb)
 	}
-	boxes = append(boxes, m.removed...)
+	for _, sb := range m.removed {
+		boxes = append(boxes, sb)
+	}
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, sb := range boxes {
@@ -405,7 +407,7 @@ func (sb *sandbox) failed(err error, stderr string) error {
 	if gone {
 		return api.ErrSandboxGone
 	}
-	if isContainerGone(stderr) || isContainerStopped(stderr) {
+	if runtime.ContainerStateOf(stderr).IsUnusable() {
 		sb.m.log.Warn("the sandbox's container is gone or stopped; removing the sandbox", zap.String("sandbox_id", sb.info.ID))
 		go sb.teardown(context.Background())
 		return api.ErrSandboxGone
@@ -413,7 +415,7 @@ func (sb *sandbox) failed(err error, stderr string) error {
 	if err == nil {
 		err = errors.New("the helper printed no result")
 	}
-	return fmt.Errorf("running the sandbox helper in %s: %w: %s", sb.info.Container, err, lastLines(stderr, 3))
+	return fmt.Errorf("running the sandbox helper in %s: %w: %s", sb.info.Container, err, runtime.LastLines(stderr, 3))
 }
 
 // newSandboxID returns a sandbox ID and a control token.
@@ -438,28 +440,58 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// startSandbox is sandbox up's ending: the composed container starts
+// detached, running the helper's keep-alive (`internal sandbox hold`,
+// from the helper binary bin mounted read-only) instead of an agent, then
+// the devcontainer's lifecycle commands run once in it. It returns the
+// sandbox's description; what it started is undone by l's cleanup.
+func startSandbox(ctx context.Context, l *launch, c *composed, id, bin string) (api.SandboxInfo, error) {
+	rt, log, run := l.rt, l.log, c.run
+	run.Entrypoint = sandboxHelperArgs[0]
+	run.Cmd = append(slices.Clone(sandboxHelperArgs[1:]), "hold")
+	run.Mounts = append(slices.Clone(run.Mounts), runtime.Mount{Source: bin, Target: guard.BinaryPath, ReadOnly: true})
+	run.Detach, run.Interactive, run.TTY = true, false, false
+	run.Stdin, run.Stdout, run.Stderr = nil, io.Discard, &logWriter{log: log}
+	run.Labels = map[string]string{LabelManaged: "true", LabelSession: c.sess.ID, LabelSandbox: id}
+	l.onExit("removing container "+run.Name, func(ctx context.Context) error { return rt.ContainerRemove(ctx, run.Name) })
+	code, err := rt.Run(ctx, run)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("%s run exited %d (see the daemon log)", rt.Kind(), code)
+	}
+	if err != nil {
+		return api.SandboxInfo{}, fmt.Errorf("starting the sandbox container: %w", err)
+	}
+	if err := runLifecycleOnce(ctx, rt, run, c.lifecycle, log); err != nil {
+		return api.SandboxInfo{}, err
+	}
+	return api.SandboxInfo{
+		ID: id, Workdir: run.Workdir, State: SandboxRunning, SessionID: c.sess.ID, Runtime: rt.Kind().String(),
+		Image: c.user.Image, Project: c.plan.ProjectDir, Container: run.Name, User: c.user.User, CreatedAt: time.Now().UTC(), ExpiresAt: c.sess.ExpiresAt,
+	}, nil
+}
+
 // runLifecycleOnce runs a long-lived sandbox's devcontainer lifecycle
 // commands (create-time and start-time) once, in its running container,
 // as its user, under its egress guard: what a one-shot launch runs before
 // the agent. The script goes on stdin, not argv (substituted ${localEnv}
 // values may be private); its output goes to the daemon log. A failure
 // names the exit status, and the caller removes the sandbox.
-func runLifecycleOnce(ctx context.Context, rt Runtime, run RunRequest, steps []LifecycleStep, log *zap.Logger) error {
+func runLifecycleOnce(ctx context.Context, rt runtime.Runtime, run runtime.RunRequest, steps []devcontainer.LifecycleStep, log *zap.Logger) error {
 	if len(steps) == 0 {
 		return nil
 	}
-	tail := &tailBuffer{max: 4096}
+	tail := runtime.NewTailBuffer(4096)
 	out := io.MultiWriter(&logWriter{log: log}, tail)
-	code, err := rt.Exec(ctx, ExecRequest{
+	code, err := rt.Exec(ctx, runtime.ExecRequest{
 		Container: run.Name, User: run.User, Workdir: run.Workdir,
 		Cmd:   []string{"/bin/sh", "-s", "true"},
-		Stdin: strings.NewReader(LifecycleScript(steps, true)), Stdout: out, Stderr: out,
+		Stdin: strings.NewReader(devcontainer.LifecycleScript(steps, true)), Stdout: out, Stderr: out,
 	})
 	if err == nil && code != 0 {
-		err = fmt.Errorf("exit status %d: %s", code, lastLines(tail.String(), 3))
+		err = fmt.Errorf("exit status %d: %s", code, runtime.LastLines(tail.String(), 3))
 	}
 	if err != nil {
-		return fmt.Errorf("running the devcontainer's lifecycle commands (%s) in the sandbox: %w; fix them or remove them from the file", DevContainerPath, err)
+		return fmt.Errorf("running the devcontainer's lifecycle commands (%s) in the sandbox: %w; fix them or remove them from the file", devcontainer.Path, err)
 	}
 	return nil
 }

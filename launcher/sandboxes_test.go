@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
 // newTestSandboxManager returns a manager whose sandboxes are added by
@@ -21,7 +22,7 @@ func newTestSandboxManager(t *testing.T) *SandboxManager {
 		Logger: zaptest.NewLogger(t), Sessions: &fakeSessions{},
 		Daemon: DaemonEndpoints{ProxyAddr: "127.0.0.1:1", APIURL: "http://127.0.0.1:2"},
 		Inputs: func() (SandboxInputs, error) { return SandboxInputs{}, nil },
-		Runtime: func(context.Context, RuntimeKind) (Runtime, error) {
+		Runtime: func(context.Context, runtime.Kind) (runtime.Runtime, error) {
 			return nil, errors.New("not in the test")
 		},
 		GuardBinary: func() (string, error) { return "", errors.New("not in the test") },
@@ -47,7 +48,7 @@ func (r *removals) count(id string) int {
 
 // addTestSandbox registers a running sandbox id on rt, as CreateSandbox
 // does once its composition is up; its one undo step counts in r.
-func addTestSandbox(t *testing.T, m *SandboxManager, rt Runtime, id string, r *removals) *sandbox {
+func addTestSandbox(t *testing.T, m *SandboxManager, rt runtime.Runtime, id string, r *removals) *sandbox {
 	t.Helper()
 	sb := m.newSandbox(rt)
 	sb.info = api.SandboxInfo{ID: id, State: SandboxRunning, Container: "aileron-" + id, User: "1000:1000", Workdir: "/w", CreatedAt: time.Now()}
@@ -76,11 +77,15 @@ func isLive(m *SandboxManager, id string) bool {
 }
 
 // TestSandboxRemoveForgets: a removed sandbox leaves the live ones, its
-// token still answers SANDBOX_GONE for the last maxRemovedSandboxes
-// removals, and after that its ID is unknown.
+// token still answers SANDBOX_GONE for RemovedRetention after its removal
+// (however many sandboxes are removed meanwhile), and after that its ID
+// is unknown.
 func TestSandboxRemoveForgets(t *testing.T) {
 	ctx := context.Background()
 	m := newTestSandboxManager(t)
+	now := new(time.Time)
+	*now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.cfg.Now = func() time.Time { return *now }
 	var r removals
 	addTestSandbox(t, m, &fakeRuntime{}, "sbx_a", &r)
 	addTestSandbox(t, m, &fakeRuntime{}, "sbx_b", &r)
@@ -103,21 +108,30 @@ func TestSandboxRemoveForgets(t *testing.T) {
 	if err := m.RemoveSandbox(ctx, "sbx_a"); err != nil || r.count("sbx_a") != 1 {
 		t.Errorf("RemoveSandbox(sbx_a) again = %v with %d cleanups, want nil and 1", err, r.count("sbx_a"))
 	}
-	for i := range maxRemovedSandboxes {
+	// Many later removals do not push it out: only time does.
+	for i := range 300 {
 		id := fmt.Sprintf("sbx_%d", i)
 		addTestSandbox(t, m, &fakeRuntime{}, id, &r)
 		if err := m.RemoveSandbox(ctx, id); err != nil {
 			t.Fatalf("RemoveSandbox(%s) = %v", id, err)
 		}
 	}
+	if _, ok := m.Sandbox("sbx_a"); !ok {
+		t.Error("sbx_a is unknown after 300 later removals within RemovedRetention; a count must not forget it")
+	}
+	*now = now.Add(RemovedRetention + time.Second)
+	addTestSandbox(t, m, &fakeRuntime{}, "sbx_late", &r)
+	if err := m.RemoveSandbox(ctx, "sbx_late"); err != nil {
+		t.Fatalf("RemoveSandbox(sbx_late) = %v", err)
+	}
 	m.mu.Lock()
 	live, removed := len(m.boxes), len(m.removed)
 	m.mu.Unlock()
-	if live != 1 || removed != maxRemovedSandboxes {
-		t.Errorf("after %d more removals: %d live, %d removed kept; want 1 and %d", maxRemovedSandboxes, live, removed, maxRemovedSandboxes)
+	if live != 1 || removed != 1 {
+		t.Errorf("after RemovedRetention and one more removal: %d live, %d removed kept; want 1 and 1 (sbx_late)", live, removed)
 	}
 	if _, ok := m.Sandbox("sbx_a"); ok {
-		t.Error("sbx_a is still known after maxRemovedSandboxes later removals")
+		t.Error("sbx_a is still known RemovedRetention after its removal")
 	}
 	if err := m.RemoveSandbox(ctx, "sbx_a"); !errors.Is(err, api.ErrSandboxNotFound) {
 		t.Errorf("RemoveSandbox(forgotten sbx_a) = %v, want ErrSandboxNotFound", err)
@@ -128,16 +142,16 @@ func TestSandboxRemoveForgets(t *testing.T) {
 // answers SANDBOX_GONE and removes the sandbox, with either runtime.
 func TestSandboxFoundDeadIsRemoved(t *testing.T) {
 	for _, tc := range []struct {
-		kind   RuntimeKind
+		kind   runtime.Kind
 		stderr string
 	}{
-		{RuntimeDocker, "Error response from daemon: No such container: aileron-sbx_dead"},
-		{RuntimePodman, "Error: can only create exec sessions on running containers: container state improper"},
+		{runtime.Docker, "Error response from daemon: No such container: aileron-sbx_dead"},
+		{runtime.Podman, "Error: can only create exec sessions on running containers: container state improper"},
 	} {
 		t.Run(tc.kind.String(), func(t *testing.T) {
 			m := newTestSandboxManager(t)
 			var r removals
-			f := &fakeExec{respond: func(Command) (string, string, error) { return "", tc.stderr, &ExitError{Code: 125} }}
+			f := &fakeExec{respond: func(runtime.Command) (string, string, error) { return "", tc.stderr, &runtime.ExitError{Code: 125} }}
 			sb := addTestSandbox(t, m, newFakeRuntime(t, tc.kind, f), "sbx_dead", &r)
 			if _, err := sb.Exec(context.Background(), api.SandboxExecRequest{Command: "true"}); !errors.Is(err, api.ErrSandboxGone) {
 				t.Fatalf("Exec = %v, want ErrSandboxGone", err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
+	"github.com/aileron-dev/aileron-proxy/launcher/sandboxhelper"
 )
 
 // The daemon's side of the exec/files API: each call is one `docker exec`
@@ -25,7 +27,7 @@ type helperCall struct {
 	stdinW *os.File
 	out    *bufio.Reader
 	outR   *io.PipeReader
-	stderr *cappedBuffer
+	stderr *sandboxhelper.CappedBuffer
 	// done closes when the runtime CLI has exited, with its error in err.
 	done chan struct{}
 	err  error
@@ -55,13 +57,13 @@ func (sb *sandbox) startHelper(ctx context.Context, verb string, req any) (*help
 		return nil, fmt.Errorf("starting the sandbox helper: %w", err)
 	}
 	outR, outW := io.Pipe()
-	c := &helperCall{sb: sb, ctx: ctx, stdinW: inW, out: bufio.NewReaderSize(outR, 64<<10), outR: outR, stderr: &cappedBuffer{max: 64 << 10}, done: make(chan struct{}), end: end}
+	c := &helperCall{sb: sb, ctx: ctx, stdinW: inW, out: bufio.NewReaderSize(outR, 64<<10), outR: outR, stderr: sandboxhelper.NewCappedBuffer(64 << 10), done: make(chan struct{}), end: end}
 	info := sb.Info()
 	// The runtime CLI outlives cctx by a bounded time: closing stdin (on
 	// cctx's end) lets the helper stop what it started first.
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
-		_, err := sb.rt.Exec(runCtx, ExecRequest{
+		_, err := sb.rt.Exec(runCtx, runtime.ExecRequest{
 			Container: info.Container, User: info.User, Workdir: info.Workdir,
 			Cmd:   append(slices.Clone(sandboxHelperArgs), verb),
 			Stdin: inR, Stdout: outW, Stderr: c.stderr,
@@ -83,7 +85,7 @@ func (sb *sandbox) startHelper(ctx context.Context, verb string, req any) (*help
 		// end; then the runtime CLI goes too.
 		select {
 		case <-runCtx.Done():
-		case <-time.After(ExecKillGrace + 5*time.Second):
+		case <-time.After(sandboxhelper.ExecKillGrace + 5*time.Second):
 			cancelRun()
 		}
 	}()
@@ -98,7 +100,7 @@ func (sb *sandbox) startHelper(ctx context.Context, verb string, req any) (*help
 // *api.SandboxFSError. Without a status line the error is the caller's
 // context's, once it ended (the helper was told to stop), else what
 // sandbox.failed makes of the helper's end.
-func (c *helperCall) status() (*helperStatus, error) {
+func (c *helperCall) status() (*sandboxhelper.Status, error) {
 	line, err := c.out.ReadBytes('\n')
 	if err != nil {
 		c.finish()
@@ -107,7 +109,7 @@ func (c *helperCall) status() (*helperStatus, error) {
 		}
 		return nil, c.sb.failed(c.wait(), c.stderr.String())
 	}
-	var st helperStatus
+	var st sandboxhelper.Status
 	if err := json.Unmarshal(line, &st); err != nil {
 		c.finish()
 		return nil, c.sb.failed(fmt.Errorf("unreadable helper status: %w", err), c.stderr.String())
@@ -138,7 +140,7 @@ func (c *helperCall) wait() error {
 
 // Exec runs req.Command (see api.Sandbox and docs/api.md).
 func (sb *sandbox) Exec(ctx context.Context, req api.SandboxExecRequest) (*api.SandboxExecResult, error) {
-	c, err := sb.startHelper(ctx, "exec", helperExecRequest{Command: req.Command, Cwd: req.Cwd, Env: req.Env, TimeoutMs: req.TimeoutMs})
+	c, err := sb.startHelper(ctx, "exec", sandboxhelper.ExecRequest{Command: req.Command, Cwd: req.Cwd, Env: req.Env, TimeoutMs: req.TimeoutMs})
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +157,7 @@ func (sb *sandbox) Exec(ctx context.Context, req api.SandboxExecRequest) (*api.S
 
 // ReadFile streams the file at path.
 func (sb *sandbox) ReadFile(ctx context.Context, path string) (io.ReadCloser, error) {
-	c, err := sb.startHelper(ctx, "fs", helperFSRequest{Op: fsOpRead, Path: path})
+	c, err := sb.startHelper(ctx, "fs", sandboxhelper.FSRequest{Op: sandboxhelper.OpRead, Path: path})
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +185,7 @@ func (r *helperReader) Close() error {
 	_, _ = io.Copy(io.Discard, r.c.outR)
 	err := r.c.wait()
 	r.c.end()
-	if code, ok := ExitCode(err); ok && code == 0 {
+	if code, ok := runtime.ExitCode(err); ok && code == 0 {
 		err = nil
 	}
 	if err != nil {
@@ -209,7 +211,7 @@ func (sb *sandbox) WriteFile(ctx context.Context, path string, body io.Reader) e
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("spooling the file: %w", err)
 	}
-	c, err := sb.startHelper(ctx, "fs", helperFSRequest{Op: fsOpWrite, Path: path, Size: size})
+	c, err := sb.startHelper(ctx, "fs", sandboxhelper.FSRequest{Op: sandboxhelper.OpWrite, Path: path, Size: size})
 	if err != nil {
 		return err
 	}
@@ -227,7 +229,7 @@ func (sb *sandbox) WriteFile(ctx context.Context, path string, body io.Reader) e
 
 // FS runs stat, readdir, mkdir or rm.
 func (sb *sandbox) FS(ctx context.Context, verb string, req api.SandboxFSRequest) (*api.SandboxFSResult, error) {
-	c, err := sb.startHelper(ctx, "fs", helperFSRequest{Op: verb, Path: req.Path, Recursive: req.Recursive, Force: req.Force})
+	c, err := sb.startHelper(ctx, "fs", sandboxhelper.FSRequest{Op: verb, Path: req.Path, Recursive: req.Recursive, Force: req.Force})
 	if err != nil {
 		return nil, err
 	}

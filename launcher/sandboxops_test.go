@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
 // TestSandboxCallStatus: exec and fs calls read the helper's one status
@@ -18,7 +19,7 @@ func TestSandboxCallStatus(t *testing.T) {
 	// helper answers line on stdout; with abort it first waits for its
 	// stdin to end, as the helper does when the caller goes away.
 	helper := func(line string, abort bool) *fakeExec {
-		return &fakeExec{respond: func(c Command) (string, string, error) {
+		return &fakeExec{respond: func(c runtime.Command) (string, string, error) {
 			if abort {
 				_, _ = io.Copy(io.Discard, c.Stdin)
 			}
@@ -27,7 +28,7 @@ func TestSandboxCallStatus(t *testing.T) {
 	}
 	call := func(t *testing.T, f *fakeExec, ctx context.Context, verb string) (*api.SandboxExecResult, error) {
 		t.Helper()
-		sb := addTestSandbox(t, newTestSandboxManager(t), newFakeRuntime(t, RuntimeDocker, f), "sbx_c", &removals{})
+		sb := addTestSandbox(t, newTestSandboxManager(t), newFakeRuntime(t, runtime.Docker, f), "sbx_c", &removals{})
 		if verb == "exec" {
 			return sb.Exec(ctx, api.SandboxExecRequest{Command: "true"})
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 )
 
 // The starter files `sandbox init` writes. Strings, so they are immutable.
@@ -43,7 +44,7 @@ func ScaffoldFiles(baseVersion string) map[string][]byte {
 		baseVersion = BaseVersion
 	}
 	return map[string][]byte{
-		DevContainerPath:           []byte(scaffoldDevContainer),
+		devcontainer.Path:          []byte(scaffoldDevContainer),
 		".devcontainer/Dockerfile": []byte(strings.ReplaceAll(scaffoldDockerfile, "{{VERSION}}", baseVersion)),
 	}
 }
@@ -68,13 +69,13 @@ func Init(projectDir string, opts InitOptions) ([]string, error) {
 			base = BaseVersion
 		}
 		dc, df := a.scaffold(base)
-		files = map[string][]byte{DevContainerPath: []byte(dc), ".devcontainer/Dockerfile": []byte(df)}
+		files = map[string][]byte{devcontainer.Path: []byte(dc), ".devcontainer/Dockerfile": []byte(df)}
 	}
 	mcpFiles, err := agentMCPFiles(projectDir, opts.Agent)
 	if err != nil {
 		return nil, fmt.Errorf("scaffolding the sandbox: %w", err)
 	}
-	names := []string{DevContainerPath, ".devcontainer/Dockerfile"}
+	names := []string{devcontainer.Path, ".devcontainer/Dockerfile"}
 	if !opts.Force {
 		var existing []string
 		for _, name := range names {

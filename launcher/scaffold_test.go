@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,7 @@ func TestInitScaffoldsAPlannableStarter(t *testing.T) {
 	if p.Tier != TierDevcontainer || p.Build == nil || !p.Build.ExtendsBase || len(p.Warnings) != 0 {
 		t.Errorf("starter plan = %+v (build %+v), want tier 1 extending the base without warnings", p, p.Build)
 	}
-	if p.Mediation != MediationDefault || p.ApprovalSurface != ApprovalSurfaceBoth {
+	if p.Mediation != devcontainer.MediationDefault || p.ApprovalSurface != devcontainer.ApprovalSurfaceBoth {
 		t.Errorf("starter settings = %q/%q", p.Mediation, p.ApprovalSurface)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"io"
 	"os"
 	"path/filepath"
@@ -68,12 +70,18 @@ func decideUser(ownerUID, ownerGID int, ownerKnown bool, img ImageUser, requeste
 // ResolveAgentUser decides who the agent runs as for plan (see decideUser)
 // and, when the image user must be remapped, builds (once per image ID and
 // uid/gid) the thin derived image that does it. The image must be present.
-func ResolveAgentUser(ctx context.Context, rt Runtime, plan *Plan, out io.Writer) (AgentUser, error) {
+func ResolveAgentUser(ctx context.Context, rt runtime.Runtime, plan *Plan, out io.Writer) (AgentUser, error) {
 	image := plan.RunImage()
 	img, err := probeImageUser(ctx, rt, image, plan.User)
 	if err != nil {
 		return AgentUser{}, err
 	}
+	return agentUserFor(ctx, rt, plan, img, out)
+}
+
+// agentUserFor is ResolveAgentUser once the image's user img is known.
+func agentUserFor(ctx context.Context, rt runtime.Runtime, plan *Plan, img ImageUser, out io.Writer) (AgentUser, error) {
+	image := plan.RunImage()
 	uid, gid, known := ownerOf(plan.ProjectDir)
 	u := decideUser(uid, gid, known, img, plan.User, plan.UpdateRemoteUserUID)
 	u.Image = image
@@ -97,22 +105,25 @@ func ResolveAgentUser(ctx context.Context, rt Runtime, plan *Plan, out io.Writer
 const probeUserScript = `echo "aileron-user:$(id -u):$(id -g):$(id -un 2>/dev/null || echo unknown)"`
 
 // probeImageUser runs `id` in image as user (empty: the image's USER).
-func probeImageUser(ctx context.Context, rt Runtime, image, user string) (ImageUser, error) {
+func probeImageUser(ctx context.Context, rt runtime.Runtime, image, user string) (ImageUser, error) {
 	var stdout, stderr bytes.Buffer
-	code, err := rt.Run(ctx, RunRequest{
+	code, err := rt.Run(ctx, runtime.RunRequest{
 		Image: image, Entrypoint: "/bin/sh", Cmd: []string{"-c", probeUserScript}, User: user,
 		Network: "none", Labels: map[string]string{LabelManaged: "true"}, Stdout: &stdout, Stderr: &stderr,
 	})
 	if err == nil && code != 0 {
-		err = fmt.Errorf("exit status %d: %s", code, lastLines(stderr.String(), 2))
+		err = fmt.Errorf("exit status %d: %s", code, runtime.LastLines(stderr.String(), 2))
 	}
 	if err != nil {
-		if user != "" {
-			return ImageUser{}, fmt.Errorf("finding user %q in image %s: %w (check remoteUser/containerUser in %s)", user, image, err, DevContainerPath)
-		}
-		return ImageUser{}, fmt.Errorf("finding the user of image %s: %w", image, err)
+		return ImageUser{}, probeUserError(image, user, err)
 	}
-	for _, line := range strings.Split(stdout.String(), "\n") {
+	return imageUserFrom(image, user, stdout.String(), stderr.String(), code)
+}
+
+// imageUserFrom reads probeUserScript's line from a run's output; without
+// it, the error names the exit status and what the run printed.
+func imageUserFrom(image, user, stdout, stderr string, code int) (ImageUser, error) {
+	for _, line := range strings.Split(stdout, "\n") {
 		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "aileron-user:")
 		if !ok {
 			continue
@@ -126,7 +137,19 @@ func probeImageUser(ctx context.Context, rt Runtime, image, user string) (ImageU
 			}
 		}
 	}
-	return ImageUser{}, fmt.Errorf("finding the user of image %s: unexpected output %q", image, lastLines(stdout.String(), 2))
+	if code != 0 {
+		return ImageUser{}, probeUserError(image, user, fmt.Errorf("exit status %d: %s", code, runtime.LastLines(stderr, 2)))
+	}
+	return ImageUser{}, fmt.Errorf("finding the user of image %s: unexpected output %q", image, runtime.LastLines(stdout, 2))
+}
+
+// probeUserError is the error of a user probe of image as user that did
+// not run.
+func probeUserError(image, user string, err error) error {
+	if user != "" {
+		return fmt.Errorf("finding user %q in image %s: %w (check remoteUser/containerUser in %s)", user, image, err, devcontainer.Path)
+	}
+	return fmt.Errorf("finding the user of image %s: %w", image, err)
 }
 
 // uidDockerfile remaps REMOTE_USER to NEW_UID:NEW_GID (devcontainer
@@ -157,7 +180,7 @@ USER ${REMOTE_USER}
 
 // buildUIDImage builds tag FROM base with user remapped to uid:gid, with
 // no network (nothing is downloaded).
-func buildUIDImage(ctx context.Context, rt Runtime, base, tag, user string, uid, gid int, out io.Writer) error {
+func buildUIDImage(ctx context.Context, rt runtime.Runtime, base, tag, user string, uid, gid int, out io.Writer) error {
 	dir, err := os.MkdirTemp("", "aileron-uid-*")
 	if err != nil {
 		return fmt.Errorf("remapping the image user: %w", err)
@@ -167,13 +190,44 @@ func buildUIDImage(ctx context.Context, rt Runtime, base, tag, user string, uid,
 	if err := os.WriteFile(df, []byte(uidDockerfile), 0o644); err != nil {
 		return fmt.Errorf("remapping the image user: %w", err)
 	}
-	err = rt.Build(ctx, BuildRequest{
+	err = rt.Build(ctx, runtime.BuildRequest{
 		Tag: tag, Dockerfile: df, Context: dir, Network: "none", Output: out,
 		Args:   map[string]string{"BASE_IMAGE": base, "REMOTE_USER": user, "NEW_UID": strconv.Itoa(uid), "NEW_GID": strconv.Itoa(gid)},
 		Labels: map[string]string{LabelManaged: "true"},
 	})
 	if err != nil {
-		return fmt.Errorf("remapping user %s of %s to the project owner's uid %d, gid %d (set \"updateRemoteUserUID\": false in %s to keep the image user): %w", user, base, uid, gid, DevContainerPath, err)
+		return fmt.Errorf("remapping user %s of %s to the project owner's uid %d, gid %d (set \"updateRemoteUserUID\": false in %s to keep the image user): %w", user, base, uid, gid, devcontainer.Path, err)
 	}
 	return nil
+}
+
+// checkAndProbeUser decides the agent's user and checks the image for
+// it (ResolveAgentUser, then Check) in one run of the image where it can:
+// the run that checks as the plan's user (root for a root-owned project)
+// also prints who that is. Only when the decision changes the user or the
+// image (a remapped uid) does the check run again, as that user.
+func checkAndProbeUser(ctx context.Context, rt runtime.Runtime, plan *Plan, opts CheckOptions) (AgentUser, CheckReport, error) {
+	opts.Image, opts.User, opts.probeUser, opts.requestedUser = plan.RunImage(), plan.User, true, plan.User
+	if uid, _, ok := ownerOf(plan.ProjectDir); ok && uid == 0 {
+		// A root-owned project runs the agent as root whoever the image's
+		// user is (decideUser), so check as root from the start.
+		opts.User = "0:0"
+	}
+	rep, out, err := check(ctx, rt, opts)
+	if err != nil {
+		return AgentUser{}, rep, err
+	}
+	img, err := imageUserFrom(opts.Image, plan.User, out.stdout, out.stderr, out.code)
+	if err != nil {
+		return AgentUser{}, rep, err
+	}
+	user, err := agentUserFor(ctx, rt, plan, img, nil)
+	if err != nil {
+		return AgentUser{}, rep, err
+	}
+	if user.Image != opts.Image || user.User != opts.User {
+		opts.Image, opts.User, opts.probeUser = user.Image, user.User, false
+		rep, err = Check(ctx, rt, opts)
+	}
+	return user, rep, err
 }

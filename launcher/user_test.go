@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 	"strings"
 	"testing"
 )
@@ -39,7 +40,7 @@ func TestDecideUser(t *testing.T) {
 }
 
 func TestPlanUserSettings(t *testing.T) {
-	dir := writeProject(t, map[string]string{DevContainerPath: `{"image": "x", "containerUser": "c", "remoteUser": "r", "updateRemoteUserUID": false}`})
+	dir := writeProject(t, map[string]string{devcontainer.Path: `{"image": "x", "containerUser": "c", "remoteUser": "r", "updateRemoteUserUID": false}`})
 	p, err := NewPlan(dir, PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -52,11 +53,11 @@ func TestPlanUserSettings(t *testing.T) {
 			t.Errorf("warning about an applied key: %s", w)
 		}
 	}
-	dir = writeProject(t, map[string]string{DevContainerPath: `{"image": "x", "containerUser": "c"}`})
+	dir = writeProject(t, map[string]string{devcontainer.Path: `{"image": "x", "containerUser": "c"}`})
 	if p, err := NewPlan(dir, PlanOptions{}); err != nil || p.User != "c" || !p.UpdateRemoteUserUID {
 		t.Errorf("NewPlan(containerUser) = %+v, %v; want user c, update on", p, err)
 	}
-	dir = writeProject(t, map[string]string{DevContainerPath: `{"image": "x", "updateRemoteUserUID": "no"}`})
+	dir = writeProject(t, map[string]string{devcontainer.Path: `{"image": "x", "updateRemoteUserUID": "no"}`})
 	if _, err := NewPlan(dir, PlanOptions{}); err == nil || !strings.Contains(err.Error(), "updateRemoteUserUID: must be true or false, not a string") {
 		t.Errorf("NewPlan(updateRemoteUserUID string) err = %v", err)
 	}

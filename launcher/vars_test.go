@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/aileron-dev/aileron-proxy/api"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 )
 
-func testVars() VarContext {
+func testVars() devcontainer.VarContext {
 	local := map[string]string{"HOME": "/home/me", "EMPTY": "", "TOKEN_NAME": "x:y"}
 	cont := map[string]string{"PATH": "/usr/bin:/bin"}
-	return VarContext{
+	return devcontainer.VarContext{
 		LocalEnv:             func(k string) (string, bool) { v, ok := local[k]; return v, ok },
 		ContainerEnv:         func(k string) (string, bool) { v, ok := cont[k]; return v, ok },
 		LocalWorkspaceFolder: "/src/My Project", ContainerWorkspaceFolder: WorkspacePath,
@@ -42,13 +43,13 @@ var substituteCases = []struct{ in, want string }{
 func TestSubstitute(t *testing.T) {
 	vc := testVars()
 	for _, tc := range substituteCases {
-		if got := Substitute(tc.in, vc); got != tc.want {
+		if got := devcontainer.Substitute(tc.in, vc); got != tc.want {
 			t.Errorf("Substitute(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 	// Without a container environment, ${containerEnv:...} waits.
 	vc.ContainerEnv = nil
-	if got := Substitute("${containerEnv:PATH}:${localEnv:HOME}", vc); got != "${containerEnv:PATH}:/home/me" {
+	if got := devcontainer.Substitute("${containerEnv:PATH}:${localEnv:HOME}", vc); got != "${containerEnv:PATH}:/home/me" {
 		t.Errorf("Substitute before the container = %q, want containerEnv kept", got)
 	}
 }
@@ -59,7 +60,7 @@ func FuzzSubstitute(f *testing.F) {
 	}
 	vc := testVars()
 	f.Fuzz(func(t *testing.T, s string) {
-		got := Substitute(s, vc)
+		got := devcontainer.Substitute(s, vc)
 		if !strings.Contains(s, "${") && got != s {
 			t.Fatalf("Substitute(%q) = %q, want it unchanged (no variable)", s, got)
 		}
@@ -68,7 +69,7 @@ func FuzzSubstitute(f *testing.F) {
 			t.Fatalf("Substitute(%q) = %q, lost the prefix %q", s, got, s[:i])
 		}
 		// Substitution is not recursive: a value holding "${" is not expanded again.
-		if again := Substitute(got, VarContext{}); !strings.Contains(s, "${") && again != got {
+		if again := devcontainer.Substitute(got, devcontainer.VarContext{}); !strings.Contains(s, "${") && again != got {
 			t.Fatalf("Substitute is not idempotent on %q", s)
 		}
 	})
@@ -76,7 +77,7 @@ func FuzzSubstitute(f *testing.F) {
 
 func TestPlanRemoteEnvAndVariables(t *testing.T) {
 	dir := writeProject(t, map[string]string{
-		DevContainerPath: `{
+		devcontainer.Path: `{
   "build": {"dockerfile": "Dockerfile", "args": {"GREETING": "${localEnv:GREETING:hi}", "WS": "${localWorkspaceFolderBasename}"}},
   "containerEnv": {"TOOL_HOME": "${containerWorkspaceFolder}/.tool", "ID": "${devcontainerId}"},
   "remoteEnv": {"PATH": "${containerEnv:PATH}:/opt/x/bin", "FROM_HOST": "${localEnv:FROM_HOST}", "DROPPED": null, "AILERON_TOKEN": "stolen", "HTTPS_PROXY": "http://evil:1"},
@@ -95,7 +96,7 @@ func TestPlanRemoteEnvAndVariables(t *testing.T) {
 	if _, ok := p.RemoteEnv["DROPPED"]; ok {
 		t.Errorf("remoteEnv kept a null value: %v", p.RemoteEnv)
 	}
-	if len(p.DevContainerID) != 52 || p.DevContainerID != DevContainerID(dir, p.DevContainer) {
+	if len(p.DevContainerID) != 52 || p.DevContainerID != devcontainer.ID(dir, p.DevContainer) {
 		t.Errorf("DevContainerID = %q, want 52 stable characters", p.DevContainerID)
 	}
 	ce, re := p.ResolveEnv(lookup, map[string]string{"PATH": "/usr/bin", "HOME": "/root"})
@@ -136,21 +137,21 @@ func TestPlanRemoteEnvAndVariables(t *testing.T) {
 // TestLocalEnvNames lists the ${localEnv:...} and ${env:...} names of a
 // devcontainer.json (values, keys, nested, with defaults), once each.
 func TestLocalEnvNames(t *testing.T) {
-	dir := writeProject(t, map[string]string{DevContainerPath: `{
+	dir := writeProject(t, map[string]string{devcontainer.Path: `{
   // comments and trailing commas are JSONC
   "containerEnv": {"A": "${localEnv:ALPHA}", "${env:KEYVAR}": "x"},
   "mounts": [{"source": "${localEnv:DATA:/tmp}", "target": "/d", "type": "bind"}],
   "postCreateCommand": ["sh", "-c", "echo ${localEnv:ALPHA} ${containerEnv:PATH} ${localWorkspaceFolder}"],
 }`})
-	got, err := LocalEnvNames(dir)
+	got, err := devcontainer.LocalEnvNames(dir)
 	if want := []string{"ALPHA", "DATA", "KEYVAR"}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("LocalEnvNames = %q, %v; want %q", got, err, want)
 	}
-	if got, err := LocalEnvNames(t.TempDir()); got != nil || err != nil {
+	if got, err := devcontainer.LocalEnvNames(t.TempDir()); got != nil || err != nil {
 		t.Errorf("LocalEnvNames without a devcontainer = %q, %v; want none", got, err)
 	}
-	bad := writeProject(t, map[string]string{DevContainerPath: `{"image": `})
-	if _, err := LocalEnvNames(bad); err == nil || !strings.Contains(err.Error(), DevContainerPath) {
+	bad := writeProject(t, map[string]string{devcontainer.Path: `{"image": `})
+	if _, err := devcontainer.LocalEnvNames(bad); err == nil || !strings.Contains(err.Error(), devcontainer.Path) {
 		t.Errorf("LocalEnvNames of a broken file = %v; want an error naming it", err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 )
 
 // newInternalCmd is the hidden `aileron-proxy internal`: helpers launch
@@ -61,7 +61,7 @@ func newGuardApplyCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply --allow IP:PORT [--allow IP:PORT]...",
 		Short: "Install the egress guard in this network namespace",
-		Long: `Install the nftables egress guard (table inet ` + launcher.GuardTable + `) in this network
+		Long: `Install the nftables egress guard (table inet ` + guard.Table + `) in this network
 namespace, verify what the kernel holds, and print it. Needs CAP_NET_ADMIN.`,
 		Example: `  aileron-proxy internal guard apply --allow 10.89.1.1:41000 --allow 10.89.1.1:41001`,
 		Args:    usageArgs(cobra.NoArgs),
@@ -74,11 +74,11 @@ namespace, verify what the kernel holds, and print it. Needs CAP_NET_ADMIN.`,
 				}
 				eps = append(eps, ap)
 			}
-			rs, err := launcher.GuardRules(eps)
+			rs, err := guard.Rules(eps)
 			if err != nil {
 				return err
 			}
-			if err := launcher.ApplyGuard(rs); err != nil {
+			if err := guard.Apply(rs); err != nil {
 				return err
 			}
 			fmt.Fprintln(a.stdout, strings.Join(rs.Lines(), "\n"))
@@ -93,11 +93,11 @@ func newGuardShowCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:     "show [flags]",
 		Short:   "Print the egress guard this network namespace holds",
-		Long:    `Print the rules of table inet ` + launcher.GuardTable + ` as read back from the kernel. Needs CAP_NET_ADMIN.`,
+		Long:    `Print the rules of table inet ` + guard.Table + ` as read back from the kernel. Needs CAP_NET_ADMIN.`,
 		Example: `  aileron-proxy internal guard show`,
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			lines, err := launcher.ReadGuard()
+			lines, err := guard.Read()
 			if err != nil {
 				return err
 			}

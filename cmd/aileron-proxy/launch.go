@@ -18,6 +18,8 @@ import (
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/daemon"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
 // How long launch waits for an in-process daemon to start and to stop.
@@ -115,7 +117,7 @@ Exit status: the agent's; 1 when the sandbox could not be started; 2 on usage er
 	// Everything after AGENT belongs to the agent, flags included.
 	f.SetInterspersed(false)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		kind, err := launcher.ParseRuntimeKind(sandbox)
+		kind, err := runtime.ParseKind(sandbox)
 		if err != nil {
 			return usageError(fmt.Errorf("--sandbox: %w", err))
 		}
@@ -135,7 +137,7 @@ Exit status: the agent's; 1 when the sandbox could not be started; 2 on usage er
 }
 
 type launchOptions struct {
-	runtime    launcher.RuntimeKind
+	runtime    runtime.Kind
 	build      launcher.BuildPolicy
 	project    string
 	connectors []string
@@ -171,11 +173,11 @@ func (a *app) runLaunch(ctx context.Context, o launchOptions) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	rt, err := launcher.NewRuntime(ctx, launcher.RuntimeConfig{Kind: o.runtime, Logger: log, Exec: launcher.SignalExecutor(sigs)})
+	rt, err := runtime.New(ctx, runtime.Config{Kind: o.runtime, Logger: log, Exec: runtime.SignalExecutor(sigs)})
 	if err != nil {
 		return err
 	}
-	guardBin, err := launcher.GuardHelper(a.getenv(launcher.EnvGuardBinary))
+	guardBin, err := guard.Helper(a.getenv(guard.EnvBinary))
 	if err != nil {
 		return err
 	}

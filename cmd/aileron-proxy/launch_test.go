@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/aileron-dev/aileron-proxy/daemon"
-	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/guard"
 )
 
 func TestLaunchUsageErrors(t *testing.T) {
@@ -61,14 +61,15 @@ func TestLaunchRefusesDynamicGuardHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	_, stderr, code := runCLI(t, t.TempDir(), "", map[string]string{launcher.EnvGuardBinary: "/bin/sh"}, "launch", "--sandbox=docker", "--project", t.TempDir(), "--", "claude")
+	_, stderr, code := runCLI(t, t.TempDir(), "", map[string]string{guard.EnvBinary: "/bin/sh"}, "launch", "--sandbox=docker", "--project", t.TempDir(), "--", "claude")
 	if code != exitFailure || !strings.Contains(stderr, "/bin/sh is dynamically linked") || !strings.Contains(stderr, "CGO_ENABLED=0") {
 		t.Errorf("launch with a dynamic guard helper = exit %d, stderr %q", code, stderr)
 	}
 }
 
 // fakeDockerScript stands in for the docker CLI: it logs each argv,
-// answers the image, network and check calls, and runs the agent on the
+// answers the image, network and check calls (the user probe alone, the
+// check alone, or both in one run), and runs the agent on the
 // host with the env file's variables (the "gateway" is 127.0.0.1).
 const fakeDockerScript = `#!/bin/sh
 printf '%s\n' "$*" >> "$AILERON_FAKE_DOCKER_LOG"
@@ -83,6 +84,10 @@ esac
 [ "$1" = run ] || exit 1
 case " $* " in
 *" --detach "*) exit 0 ;;
+*aileron-user*aileron-check*)
+	echo "aileron-user:$(id -u):$(id -g):agent"
+	printf 'aileron-check:shell:ok\naileron-check:uid:1000\naileron-check:path:/bin\naileron-check:workspace:ok\naileron-check:agent:ok:/bin/sh\naileron-check:wget:ok:/bin/wget\n'
+	exit 0 ;;
 *aileron-user*) echo "aileron-user:$(id -u):$(id -g):agent"; exit 0 ;;
 *" --network none "*)
 	printf 'aileron-check:shell:ok\naileron-check:uid:1000\naileron-check:path:/bin\naileron-check:workspace:ok\naileron-check:agent:ok:/bin/sh\naileron-check:wget:ok:/bin/wget\n'
@@ -133,7 +138,7 @@ func TestLaunchStartsDaemonInProcess(t *testing.T) {
 echo "api=$AILERON_API_URL"
 curl -sS --noproxy '*' --max-time 10 -o /dev/null -w 'status=%{http_code}\n' "$AILERON_API_URL/openapi.json"
 } > "$2" 2>&1; exit 3`
-	env := map[string]string{launcher.EnvGuardBinary: staticELF(t)}
+	env := map[string]string{guard.EnvBinary: staticELF(t)}
 	_, stderr, code := runCLI(t, home, "", env, "launch", "--sandbox=docker", "--project", project, "--", "sh", "-c", script, "agent", home, out)
 	if code != 3 {
 		t.Fatalf("launch = exit %d, want the agent's 3\nstderr: %s", code, stderr)
@@ -235,10 +240,10 @@ func TestLaunchTellsHeldApproval(t *testing.T) {
 	// Not runCLI's bytes.Buffer: the agent's stderr is copied into it with
 	// ReadFrom, which drops what other goroutines write meanwhile.
 	var errOut auditSyncBuffer
-	guard := staticELF(t)
+	helper := staticELF(t)
 	getenv := func(k string) string {
-		if k == launcher.EnvGuardBinary {
-			return guard
+		if k == guard.EnvBinary {
+			return helper
 		}
 		return ""
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 )
 
 // approvalNotifier tells the person at launch's terminal about a held
@@ -26,7 +27,7 @@ type approvalNotifier struct {
 	mu sync.Mutex
 	w  io.Writer
 	// surface is the project's approval_surface.
-	surface launcher.ApprovalSurface
+	surface devcontainer.ApprovalSurface
 	// consoleURL is the console's Approvals page.
 	consoleURL string
 	// notifySend is the notify-send binary; empty means none.
@@ -40,7 +41,7 @@ func (n *approvalNotifier) held(p approval.Pending, consoleOpen bool) {
 	if line := heldLine(n.surface, p, n.consoleURL, consoleOpen); line != "" {
 		_, _ = io.WriteString(n.w, line)
 	}
-	if n.notifySend != "" && n.surface != launcher.ApprovalSurfaceCLI && !consoleOpen {
+	if n.notifySend != "" && n.surface != devcontainer.ApprovalSurfaceCLI && !consoleOpen {
 		cmd := exec.Command(n.notifySend, "--app-name=aileron-proxy", "aileron-proxy: approval needed",
 			fmt.Sprintf("%s %s (%s)\naileron-proxy approvals approve %s", p.Tool, p.Operation, p.ConnectorFQN, p.ID))
 		if cmd.Start() == nil {
@@ -51,11 +52,11 @@ func (n *approvalNotifier) held(p approval.Pending, consoleOpen bool) {
 
 // heldLine is the terminal line for a held request, or "" when the
 // surface or an open console makes it unnecessary.
-func heldLine(surface launcher.ApprovalSurface, p approval.Pending, consoleURL string, consoleOpen bool) string {
+func heldLine(surface devcontainer.ApprovalSurface, p approval.Pending, consoleURL string, consoleOpen bool) string {
 	switch surface {
-	case launcher.ApprovalSurfaceAPI:
+	case devcontainer.ApprovalSurfaceAPI:
 		return ""
-	case launcher.ApprovalSurfaceCLI:
+	case devcontainer.ApprovalSurfaceCLI:
 		return fmt.Sprintf("aileron-proxy: %s %s is waiting for approval: run `aileron-proxy approvals approve %s` (or deny)\n",
 			p.Tool, p.Operation, p.ID)
 	}

@@ -8,21 +8,21 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/api"
 	"github.com/aileron-dev/aileron-proxy/approval"
-	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
 )
 
 func TestHeldLine(t *testing.T) {
 	p := approval.Pending{ID: "apr_1", Tool: "gh", Operation: "pr.merge"}
 	const console = "http://127.0.0.1:7700/ui/approvals"
 	for _, tc := range []struct {
-		surface     launcher.ApprovalSurface
+		surface     devcontainer.ApprovalSurface
 		consoleOpen bool
 		want        []string // substrings; nil means no line
 	}{
-		{launcher.ApprovalSurfaceBoth, false, []string{"gh pr.merge", console, "aileron-proxy approvals approve apr_1"}},
-		{launcher.ApprovalSurfaceBoth, true, nil},
-		{launcher.ApprovalSurfaceCLI, true, []string{"aileron-proxy approvals approve apr_1"}},
-		{launcher.ApprovalSurfaceAPI, false, nil},
+		{devcontainer.ApprovalSurfaceBoth, false, []string{"gh pr.merge", console, "aileron-proxy approvals approve apr_1"}},
+		{devcontainer.ApprovalSurfaceBoth, true, nil},
+		{devcontainer.ApprovalSurfaceCLI, true, []string{"aileron-proxy approvals approve apr_1"}},
+		{devcontainer.ApprovalSurfaceAPI, false, nil},
 	} {
 		got := heldLine(tc.surface, p, console, tc.consoleOpen)
 		if tc.want == nil {
@@ -39,7 +39,7 @@ func TestHeldLine(t *testing.T) {
 				t.Errorf("heldLine(%s, open=%v) = %q, want %q in it", tc.surface, tc.consoleOpen, got, w)
 			}
 		}
-		if tc.surface == launcher.ApprovalSurfaceCLI && strings.Contains(got, "http") {
+		if tc.surface == devcontainer.ApprovalSurfaceCLI && strings.Contains(got, "http") {
 			t.Errorf("the cli surface points at the console: %q", got)
 		}
 	}
@@ -65,7 +65,7 @@ func (f *fakePending) PendingApprovals(context.Context) (*api.ApprovalList, erro
 func TestWatchTellsOncePerOwnRequest(t *testing.T) {
 	for _, open := range []bool{false, true} {
 		var out auditSyncBuffer // the package's goroutine-safe buffer
-		n := &approvalNotifier{w: &out, surface: launcher.ApprovalSurfaceBoth, consoleURL: "http://127.0.0.1:1/ui/approvals"}
+		n := &approvalNotifier{w: &out, surface: devcontainer.ApprovalSurfaceBoth, consoleURL: "http://127.0.0.1:1/ui/approvals"}
 		src := &fakePending{list: []approval.Pending{
 			{ID: "apr_mine", SessionID: "ses_me", Tool: "t", Operation: "o"},
 			{ID: "apr_other", SessionID: "ses_other", Tool: "t", Operation: "o"},

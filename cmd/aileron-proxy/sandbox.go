@@ -10,6 +10,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
 // newSandboxCmd is `aileron-proxy sandbox`: compose, build and check the
@@ -57,8 +58,8 @@ func runtimeFlag(cmd *cobra.Command) *string {
 
 // planAndRuntime parses --runtime (a usage error when invalid), plans the
 // project's sandbox and selects the container runtime.
-func (a *app) planAndRuntime(ctx context.Context, project, runtimeFlag string) (*launcher.Plan, launcher.Runtime, error) {
-	kind, err := launcher.ParseRuntimeKind(runtimeFlag)
+func (a *app) planAndRuntime(ctx context.Context, project, runtimeFlag string) (*launcher.Plan, runtime.Runtime, error) {
+	kind, err := runtime.ParseKind(runtimeFlag)
 	if err != nil {
 		return nil, nil, usageError(err)
 	}
@@ -66,7 +67,7 @@ func (a *app) planAndRuntime(ctx context.Context, project, runtimeFlag string) (
 	if err != nil {
 		return nil, nil, err
 	}
-	rt, err := launcher.NewRuntime(ctx, launcher.RuntimeConfig{Kind: kind, Logger: a.consoleLogger()})
+	rt, err := runtime.New(ctx, runtime.Config{Kind: kind, Logger: a.consoleLogger()})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -137,7 +138,7 @@ with the same --learn would learn.`,
 	var learnHosts []string
 	learnFlag(cmd.Flags(), &learnHosts)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		kind, err := launcher.ParseRuntimeKind(*rtFlag)
+		kind, err := runtime.ParseKind(*rtFlag)
 		if err != nil {
 			return usageError(err)
 		}
@@ -150,7 +151,7 @@ with the same --learn would learn.`,
 			return err
 		}
 		var info launcher.RuntimeInfo
-		rt, err := launcher.NewRuntime(cmd.Context(), launcher.RuntimeConfig{Kind: kind, Logger: a.consoleLogger()})
+		rt, err := runtime.New(cmd.Context(), runtime.Config{Kind: kind, Logger: a.consoleLogger()})
 		if err != nil {
 			info.Selection = err.Error()
 		} else {
@@ -260,7 +261,7 @@ Exit status: 0 when every check passes, 1 when one fails or the image cannot be 
 		if known == nil {
 			command = recipe.Command
 		}
-		rep, err := launcher.Check(cmd.Context(), rt, launcher.CheckOptions{Image: plan.RunImage(), Agent: command, Shims: shims, Workspace: launcher.Mount{Target: plan.Workspace.Target}, BaseImage: plan.BaseImage})
+		rep, err := launcher.Check(cmd.Context(), rt, launcher.CheckOptions{Image: plan.RunImage(), Agent: command, Shims: shims, Workspace: runtime.Mount{Target: plan.Workspace.Target}, BaseImage: plan.BaseImage})
 		if err != nil {
 			return err
 		}

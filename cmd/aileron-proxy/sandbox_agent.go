@@ -6,12 +6,13 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/credentials"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"github.com/aileron-dev/aileron-proxy/policy"
 )
 
 // checkAgentRecipe runs the checks of a known agent recipe against this
 // home's connectors and credentials.
-func (a *app) checkAgentRecipe(ctx context.Context, rt launcher.Runtime, plan *launcher.Plan, recipe launcher.Agent) ([]launcher.CheckResult, error) {
+func (a *app) checkAgentRecipe(ctx context.Context, rt runtime.Runtime, plan *launcher.Plan, recipe launcher.Agent) ([]launcher.CheckResult, error) {
 	st, err := policy.OpenStore(a.home)
 	if err != nil {
 		return nil, err

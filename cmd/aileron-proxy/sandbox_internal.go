@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/sandboxhelper"
 )
 
 // newInternalSandboxCmd is `aileron-proxy internal sandbox`: what a
@@ -31,7 +31,7 @@ request line on stdin and printing a JSON status line. See docs/api.md.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			launcher.SandboxHold(ctx)
+			sandboxhelper.Hold(ctx)
 			return nil
 		},
 	}
@@ -42,7 +42,7 @@ request line on stdin and printing a JSON status line. See docs/api.md.`,
 		Example: `  echo '{"command":"id"}' | aileron-proxy internal sandbox exec`,
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			return helperExit(launcher.RunSandboxExec(a.stdin, a.stdout))
+			return helperExit(sandboxhelper.RunExec(a.stdin, a.stdout))
 		},
 	}
 	fs := &cobra.Command{
@@ -52,7 +52,7 @@ request line on stdin and printing a JSON status line. See docs/api.md.`,
 		Example: `  echo '{"op":"stat","path":"/tmp"}' | aileron-proxy internal sandbox fs`,
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			return helperExit(launcher.RunSandboxFS(a.stdin, a.stdout))
+			return helperExit(sandboxhelper.RunFS(a.stdin, a.stdout))
 		},
 	}
 	cmd.AddCommand(hold, exec, fs)

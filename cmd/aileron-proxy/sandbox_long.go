@@ -14,6 +14,8 @@ import (
 	"github.com/aileron-dev/aileron-proxy/daemon"
 	"github.com/aileron-dev/aileron-proxy/internal/envname"
 	"github.com/aileron-dev/aileron-proxy/launcher"
+	"github.com/aileron-dev/aileron-proxy/launcher/devcontainer"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 )
 
 // Long-lived sandboxes: `sandbox up|ls|down|exec`. The running daemon owns
@@ -62,7 +64,7 @@ or with ` + "`sandbox exec`" + `. The token is printed once (--json) and never e
 	learnFlag(f, &learnHosts)
 	f.BoolVar(&asJSON, "json", false, "print the sandbox, its token included, as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if _, err := launcher.ParseRuntimeKind(sandbox); err != nil {
+		if _, err := runtime.ParseKind(sandbox); err != nil {
 			return usageError(fmt.Errorf("--sandbox: %w", err))
 		}
 		if _, err := launcher.ParseBuildPolicy(buildFlag); err != nil {
@@ -82,7 +84,7 @@ or with ` + "`sandbox exec`" + `. The token is printed once (--json) and never e
 		if err != nil {
 			return err
 		}
-		names, err := launcher.LocalEnvNames(abs)
+		names, err := devcontainer.LocalEnvNames(abs)
 		if err != nil {
 			return err
 		}
@@ -262,11 +264,11 @@ func (a *app) sandboxExec(ctx context.Context, id, cwd string, env map[string]st
 	if sb == nil {
 		return 0, fmt.Errorf("no sandbox %q; `aileron-proxy sandbox ls` lists them", id)
 	}
-	kind, err := launcher.ParseRuntimeKind(sb.Runtime)
+	kind, err := runtime.ParseKind(sb.Runtime)
 	if err != nil {
 		return 0, err
 	}
-	rt, err := launcher.NewRuntime(ctx, launcher.RuntimeConfig{Kind: kind, Logger: a.consoleLogger()})
+	rt, err := runtime.New(ctx, runtime.Config{Kind: kind, Logger: a.consoleLogger()})
 	if err != nil {
 		return 0, err
 	}
@@ -277,7 +279,7 @@ func (a *app) sandboxExec(ctx context.Context, id, cwd string, env map[string]st
 			wd = sb.Workdir + "/" + cwd
 		}
 	}
-	return rt.Exec(ctx, launcher.ExecRequest{
+	return rt.Exec(ctx, runtime.ExecRequest{
 		Container: sb.Container, User: sb.User, Workdir: wd, Env: env, Cmd: argv,
 		Stdin: a.stdin, TTY: isTerminal(a.stdin), Stdout: a.stdout, Stderr: a.stderr,
 	})

@@ -1,4 +1,4 @@
-package launcher
+package sandboxhelper
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 )
 
 // helperExecRequest is the request line of `internal sandbox exec`.
-type helperExecRequest struct {
+type ExecRequest struct {
 	Command string `json:"command"`
 	// Cwd is the working directory; empty means the helper's own (docker
 	// exec -w sets it to the workdir).
@@ -37,14 +37,14 @@ func layerEnv(base []string, over map[string]string) []string {
 
 // cappedBuffer keeps the first max bytes written to it and drops the rest,
 // remembering that it did.
-type cappedBuffer struct {
+type CappedBuffer struct {
 	mu      sync.Mutex
 	buf     []byte
 	max     int
 	dropped bool
 }
 
-func (b *cappedBuffer) Write(p []byte) (int, error) {
+func (b *CappedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	room := b.max - len(b.buf)
@@ -60,20 +60,20 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 }
 
 // note appends s even past the cap.
-func (b *cappedBuffer) note(s string) {
+func (b *CappedBuffer) note(s string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.buf = append(b.buf, s...)
 }
 
-func (b *cappedBuffer) String() string {
+func (b *CappedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
 }
 
 // truncated reports whether output was dropped.
-func (b *cappedBuffer) truncated() bool {
+func (b *CappedBuffer) truncated() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.dropped
@@ -82,7 +82,7 @@ func (b *cappedBuffer) truncated() bool {
 // truncationNote is the line appended to stderr when the cap dropped
 // output of stdout or stderr, naming the streams and the cap, so a cut
 // output is never taken for a whole one; "" when nothing was dropped.
-func truncationNote(stdout, stderr *cappedBuffer) string {
+func truncationNote(stdout, stderr *CappedBuffer) string {
 	var cut []string
 	if stdout.truncated() {
 		cut = append(cut, "stdout")
@@ -105,3 +105,6 @@ const (
 	// ExecKillGrace is how long a command has between SIGTERM and SIGKILL.
 	ExecKillGrace = 2 * time.Second
 )
+
+// newCappedBuffer keeps the first max bytes written to it.
+func NewCappedBuffer(max int) *CappedBuffer { return &CappedBuffer{max: max} }

@@ -1,20 +1,15 @@
-package launcher
+package devcontainer
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/tailscale/hujson"
 )
 
 // The devcontainer lifecycle commands run inside the sandbox, in order.
-var lifecycleKeys = []string{"onCreateCommand", "updateContentCommand", "postCreateCommand", "postStartCommand"}
+var LifecycleKeys = []string{"onCreateCommand", "updateContentCommand", "postCreateCommand", "postStartCommand"}
 
 // createTimeKeys run once per container; a long-lived sandbox skips them
 // on later starts.
@@ -70,7 +65,7 @@ func (p *dcParser) parseLifecycle(v *hujson.Value, key string) (LifecycleStep, b
 }
 
 // substitute resolves the variables in the command.
-func (c LifecycleCommand) substitute(vc VarContext) LifecycleCommand {
+func (c LifecycleCommand) Substitute(vc VarContext) LifecycleCommand {
 	out := LifecycleCommand{Name: c.Name, Shell: Substitute(c.Shell, vc)}
 	for _, a := range c.Args {
 		out.Args = append(out.Args, Substitute(a, vc))
@@ -91,16 +86,16 @@ func (c LifecycleCommand) String() string {
 }
 
 // shQuote quotes s for a POSIX shell.
-func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+func ShQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // shellLine is c as one shell command line.
 func (c LifecycleCommand) shellLine() string {
 	if c.Shell != "" {
-		return "/bin/sh -c " + shQuote(c.Shell)
+		return "/bin/sh -c " + ShQuote(c.Shell)
 	}
 	q := make([]string, len(c.Args))
 	for i, a := range c.Args {
-		q[i] = shQuote(a)
+		q[i] = ShQuote(a)
 	}
 	return strings.Join(q, " ")
 }
@@ -120,75 +115,16 @@ func LifecycleScript(steps []LifecycleStep, createTime bool) string {
 			continue
 		}
 		for i, c := range s.Commands {
-			fmt.Fprintf(&b, "echo %s >&2\n", shQuote("aileron: running "+s.Key+": "+c.String()))
+			fmt.Fprintf(&b, "echo %s >&2\n", ShQuote("aileron: running "+s.Key+": "+c.String()))
 			fmt.Fprintf(&b, "( %s ) & p%d=$!\n", c.shellLine(), i)
 		}
 		b.WriteString("rc=0\n")
 		for i, c := range s.Commands {
 			fmt.Fprintf(&b, "wait $p%d; r=$?; if [ $r -ne 0 ]; then echo %s\"$r\"%s >&2; [ $rc -ne 0 ] || rc=$r; fi\n", i,
-				shQuote("aileron: "+s.Key+" failed ("+c.String()+") with exit status "), shQuote("; the agent was not started"))
+				ShQuote("aileron: "+s.Key+" failed ("+c.String()+") with exit status "), ShQuote("; the agent was not started"))
 		}
 		b.WriteString("[ $rc -eq 0 ] || exit $rc\n")
 	}
 	b.WriteString("exec \"$@\"\n")
 	return b.String()
-}
-
-// lifecycleSteps returns the plan's in-sandbox steps with variables
-// resolved by vc.
-func (p *Plan) lifecycleSteps(vc VarContext) []LifecycleStep {
-	out := make([]LifecycleStep, 0, len(p.Lifecycle))
-	for _, s := range p.Lifecycle {
-		r := LifecycleStep{Key: s.Key}
-		for _, c := range s.Commands {
-			r.Commands = append(r.Commands, c.substitute(vc))
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-// RunInitializeCommand runs the plan's initializeCommand on the host, in
-// the project directory, with this process's environment, output to out;
-// localEnv resolves ${localEnv:...} (nil: os.LookupEnv). It returns an error naming the exit status when it fails. Only
-// call it after the user allowed host commands (--allow-host-commands).
-func RunInitializeCommand(ctx context.Context, p *Plan, localEnv func(string) (string, bool), out io.Writer) error {
-	if p.InitializeCommand == nil {
-		return nil
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(p.InitializeCommand.Commands))
-	for i, c := range p.InitializeCommand.Commands {
-		c = c.substitute(p.Vars(localEnv, nil))
-		fmt.Fprintf(out, "aileron: running initializeCommand on the host: %s\n", c)
-		argv := c.Args
-		if c.Shell != "" {
-			argv = []string{"/bin/sh", "-c", c.Shell}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-			cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = p.ProjectDir, out, out, os.Environ()
-			if err := cmd.Run(); err != nil {
-				errs[i] = fmt.Errorf("initializeCommand %q failed on the host: %w (fix it in %s; nothing was started)", c.String(), err, DevContainerPath)
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// HostCommandsRefusal is nil unless the plan has an initializeCommand and
-// allowed is false; the error says why it is refused and how to allow it.
-func (p *Plan) HostCommandsRefusal(allowed bool) error {
-	if p.InitializeCommand == nil || allowed {
-		return nil
-	}
-	return fmt.Errorf("%s: initializeCommand: refused: it runs on the host, outside the sandbox and its egress lock, with your user's access to files and credentials; review it and pass --allow-host-commands to run it, or remove it", p.DevContainer)
 }

@@ -1,4 +1,4 @@
-package launcher
+package sandboxhelper
 
 import (
 	"bytes"
@@ -32,8 +32,8 @@ import (
 // descendants: at the deadline, on abort and once the command exits, every
 // descendant gets SIGTERM and, ExecKillGrace later, SIGKILL (on exit
 // directly SIGKILL: nothing outlives its exec).
-func RunSandboxExec(stdin io.Reader, stdout io.Writer) int {
-	var req helperExecRequest
+func RunExec(stdin io.Reader, stdout io.Writer) int {
+	var req ExecRequest
 	br, ok := readRequestLine(stdin, &req, "exec", "command", func() bool { return req.Command != "" })
 	if !ok {
 		return 2
@@ -46,12 +46,12 @@ func RunSandboxExec(stdin io.Reader, stdout io.Writer) int {
 	}()
 	res, finish, err := runExec(req, aborted)
 	if err != nil {
-		out, _ := json.Marshal(helperStatus{Error: fsError(err, req.Cwd)})
+		out, _ := json.Marshal(Status{Error: fsError(err, req.Cwd)})
 		_, _ = stdout.Write(append(out, '\n'))
 		return 0
 	}
 	if res != nil {
-		out, _ := json.Marshal(helperStatus{SandboxExecResult: res})
+		out, _ := json.Marshal(Status{SandboxExecResult: res})
 		_, _ = stdout.Write(append(out, '\n'))
 	}
 	if f, ok := stdout.(*os.File); ok {
@@ -65,7 +65,10 @@ func RunSandboxExec(stdin io.Reader, stdout io.Writer) int {
 
 // runExec runs req; res is nil when aborted. At the deadline it returns
 // at once, with finish still to run: the grace period, then SIGKILL.
-func runExec(req helperExecRequest, aborted <-chan struct{}) (res *api.SandboxExecResult, finish func(), err error) {
+//
+// It is long because the process, its pipes, the deadline and the abort
+// share one lifetime; the pieces only make sense together.
+func runExec(req ExecRequest, aborted <-chan struct{}) (res *api.SandboxExecResult, finish func(), err error) {
 	shell := "/bin/sh"
 	if p, err := exec.LookPath("bash"); err == nil {
 		shell = p
@@ -91,7 +94,7 @@ func runExec(req helperExecRequest, aborted <-chan struct{}) (res *api.SandboxEx
 		outW.Close()
 		return nil, nil, err
 	}
-	stdout, stderr := &cappedBuffer{max: api.SandboxExecMaxOutput}, &cappedBuffer{max: api.SandboxExecMaxOutput}
+	stdout, stderr := &CappedBuffer{max: api.SandboxExecMaxOutput}, &CappedBuffer{max: api.SandboxExecMaxOutput}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	start := time.Now()
 	err = cmd.Start()
@@ -105,7 +108,7 @@ func runExec(req helperExecRequest, aborted <-chan struct{}) (res *api.SandboxEx
 	var copying sync.WaitGroup
 	for _, p := range []struct {
 		r *os.File
-		b *cappedBuffer
+		b *CappedBuffer
 	}{{outR, stdout}, {errR, stderr}} {
 		copying.Add(1)
 		go func() {
@@ -290,7 +293,7 @@ func descendants() []int {
 // of a child sends SIGCHLD after the child became a zombie; one dropped
 // because chld is full is covered by the pending one, and each wake-up
 // reaps all zombies, so no exit goes unreaped.
-func SandboxHold(ctx context.Context) {
+func Hold(ctx context.Context) {
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
 	defer signal.Stop(chld)

@@ -1,4 +1,4 @@
-package launcher
+package devcontainer
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ func (s ApprovalSurface) String() string { return string(s) }
 // The accepted values, in the order error messages list them.
 func acceptedMediation() []string { return []string{string(MediationDefault)} }
 
-func acceptedApprovalSurface() []string {
+func AcceptedApprovalSurface() []string {
 	return []string{string(ApprovalSurfaceAPI), string(ApprovalSurfaceCLI), string(ApprovalSurfaceBoth)}
 }
 
@@ -55,7 +55,7 @@ type DevContainer struct {
 	Image string
 	// Build is "build" (or the legacy top-level "dockerFile"/"context");
 	// nil when the file declares no Dockerfile.
-	Build *DevContainerBuild
+	Build *Build
 	// ContainerEnv is "containerEnv", applied to the sandbox at launch; nil
 	// when absent.
 	ContainerEnv map[string]string
@@ -64,8 +64,8 @@ type DevContainer struct {
 	RemoteEnv map[string]string
 	// Mounts is "mounts"; WorkspaceMount is "workspaceMount" (nil when
 	// absent) and WorkspaceFolder "workspaceFolder". Variables unresolved.
-	Mounts          []DevContainerMount
-	WorkspaceMount  *DevContainerMount
+	Mounts          []MountSpec
+	WorkspaceMount  *MountSpec
 	WorkspaceFolder string
 	// Lifecycle are the in-sandbox lifecycle commands in the order they
 	// run (onCreateCommand, updateContentCommand, postCreateCommand,
@@ -75,7 +75,7 @@ type DevContainer struct {
 	InitializeCommand *LifecycleStep
 	// Features is "features", in the file's order, and
 	// OverrideFeatureInstallOrder "overrideFeatureInstallOrder".
-	Features                    []DevContainerFeature
+	Features                    []FeatureRef
 	OverrideFeatureInstallOrder []string
 	// Aileron is "customizations.aileron"; zero when absent.
 	Aileron AileronSettings
@@ -101,7 +101,7 @@ type DevContainer struct {
 
 // DevContainerBuild is the devcontainer "build" object. Paths are as written,
 // relative to the directory holding devcontainer.json.
-type DevContainerBuild struct {
+type Build struct {
 	// Dockerfile is "build.dockerfile" (or legacy "dockerFile"); never empty.
 	Dockerfile string
 	// Context is "build.context" (or legacy "context"); empty means ".".
@@ -177,7 +177,7 @@ func isIgnoredTopLevel(name string) bool {
 // trailing commas allowed). path is used in error messages only. A syntax
 // error names the line and column; bad values are reported together as a
 // *ConfigError naming each key and what it accepts.
-func ParseDevContainer(path string, data []byte) (*DevContainer, error) {
+func Parse(path string, data []byte) (*DevContainer, error) {
 	root, err := hujson.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("parsing %s: %w (devcontainer.json is JSON with comments; fix the syntax there)", path, err)
@@ -189,7 +189,7 @@ func ParseDevContainer(path string, data []byte) (*DevContainer, error) {
 	}
 	sort.Strings(p.dc.Ignored)
 	sort.SliceStable(p.dc.Lifecycle, func(i, j int) bool {
-		return slices.Index(lifecycleKeys, p.dc.Lifecycle[i].Key) < slices.Index(lifecycleKeys, p.dc.Lifecycle[j].Key)
+		return slices.Index(LifecycleKeys, p.dc.Lifecycle[i].Key) < slices.Index(LifecycleKeys, p.dc.Lifecycle[j].Key)
 	})
 	return p.dc, nil
 }
@@ -203,13 +203,13 @@ type dcParser struct {
 func (p *dcParser) addf(v *hujson.Value, key, format string, args ...any) {
 	line, col := 0, 0
 	if v != nil {
-		line, col = lineColumn(p.data, v.StartOffset)
+		line, col = LineColumn(p.data, v.StartOffset)
 	}
 	p.problems = append(p.problems, ConfigProblem{Line: line, Column: col, Key: key, Message: fmt.Sprintf(format, args...)})
 }
 
 // lineColumn converts a byte offset into a 1-based line and column.
-func lineColumn(b []byte, n int) (line, col int) {
+func LineColumn(b []byte, n int) (line, col int) {
 	if n > len(b) {
 		n = len(b)
 	}
@@ -315,6 +315,9 @@ func (p *dcParser) stringMap(v *hujson.Value, key string) map[string]string {
 	return out
 }
 
+// parse reads every top-level member of root into p.dc. It is long
+// because it is the one switch over the keys of devcontainer.json: each
+// case says how a key is read, refused or ignored, side by side.
 func (p *dcParser) parse(root *hujson.Value) {
 	members, ok := objectMembers(root)
 	if !ok {
@@ -388,7 +391,7 @@ func (p *dcParser) parse(root *hujson.Value) {
 	case legacyDockerfile != "" && p.dc.Build != nil:
 		p.addf(legacyV, "dockerFile", "conflicts with build.dockerfile; keep only build.dockerfile")
 	case legacyDockerfile != "":
-		p.dc.Build = &DevContainerBuild{Dockerfile: legacyDockerfile, Context: legacyContext}
+		p.dc.Build = &Build{Dockerfile: legacyDockerfile, Context: legacyContext}
 	}
 }
 
@@ -397,7 +400,7 @@ func (p *dcParser) parseBuild(v *hujson.Value) {
 	if !ok {
 		return
 	}
-	b := &DevContainerBuild{}
+	b := &Build{}
 	sawDockerfile := false
 	for _, m := range members {
 		key := "build." + m.name
@@ -468,7 +471,7 @@ func (p *dcParser) parseAileron(v *hujson.Value) {
 				a.Mediation = Mediation(s)
 			}
 		case "approval_surface":
-			if s, ok := p.oneOf(m.value, key, acceptedApprovalSurface()); ok {
+			if s, ok := p.oneOf(m.value, key, AcceptedApprovalSurface()); ok {
 				a.ApprovalSurface = ApprovalSurface(s)
 			}
 		default:
@@ -484,3 +487,7 @@ func quoteList(list []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// DevContainerPath is where a project's devcontainer.json lives, relative to
+// the project directory.
+const Path = ".devcontainer/devcontainer.json"

@@ -1,4 +1,4 @@
-package launcher
+package devcontainer
 
 import (
 	"crypto/sha256"
@@ -111,7 +111,7 @@ func pathBase(p string) string {
 }
 
 // substituteMap returns m with every value substituted; nil stays nil.
-func substituteMap(m map[string]string, vc VarContext) map[string]string {
+func SubstituteMap(m map[string]string, vc VarContext) map[string]string {
 	if m == nil {
 		return nil
 	}
@@ -127,7 +127,7 @@ func substituteMap(m map[string]string, vc VarContext) map[string]string {
 // (devcontainer.local_folder and devcontainer.config_file): the SHA-256 of
 // their JSON, in base 32, 52 characters. It is stable across launches of
 // the same project.
-func DevContainerID(projectDir, configFile string) string {
+func ID(projectDir, configFile string) string {
 	labels, _ := json.Marshal(map[string]string{
 		"devcontainer.config_file":  configFile,
 		"devcontainer.local_folder": projectDir,
@@ -154,50 +154,6 @@ func dropNulls(v *hujson.Value) *hujson.Value {
 	return &hujson.Value{BeforeExtra: v.BeforeExtra, StartOffset: v.StartOffset, Value: kept}
 }
 
-// Vars is the variable context of the plan's devcontainer; localEnv and
-// containerEnv are as in VarContext.
-func (p *Plan) Vars(localEnv, containerEnv func(string) (string, bool)) VarContext {
-	return VarContext{
-		LocalEnv: localEnv, ContainerEnv: containerEnv,
-		LocalWorkspaceFolder: p.ProjectDir, ContainerWorkspaceFolder: p.WorkspaceFolder,
-		DevContainerID: p.DevContainerID,
-	}
-}
-
-// ResolveEnv resolves the plan's containerEnv (local variables only) and
-// remoteEnv (also ${containerEnv:VAR}, looked up in imageEnv overlaid
-// with the resolved containerEnv). localEnv nil means os.LookupEnv.
-func (p *Plan) ResolveEnv(localEnv func(string) (string, bool), imageEnv map[string]string) (containerEnv, remoteEnv map[string]string) {
-	containerEnv = substituteMap(p.ContainerEnv, p.Vars(localEnv, nil))
-	inContainer := func(k string) (string, bool) {
-		if v, ok := containerEnv[k]; ok {
-			return v, true
-		}
-		v, ok := imageEnv[k]
-		return v, ok
-	}
-	return containerEnv, substituteMap(p.RemoteEnv, p.Vars(localEnv, inContainer))
-}
-
-// NeedsContainerEnv reports whether remoteEnv or a lifecycle command
-// refers to ${containerEnv:...},
-// so launch must read the image's environment first.
-func (p *Plan) NeedsContainerEnv() bool {
-	for _, v := range p.RemoteEnv {
-		if strings.Contains(v, "${containerEnv:") {
-			return true
-		}
-	}
-	for _, s := range p.Lifecycle {
-		for _, c := range s.Commands {
-			if strings.Contains(c.Shell+strings.Join(c.Args, " "), "${containerEnv:") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // LocalEnvNames lists the variables the project's devcontainer.json reads
 // with ${localEnv:VAR} or ${env:VAR}, sorted: what a caller that composes
 // the sandbox elsewhere (sandbox up asks the daemon) sends along, so the
@@ -206,7 +162,7 @@ func (p *Plan) NeedsContainerEnv() bool {
 // one the launch uses. No file means none; a file that does not parse is
 // an error.
 func LocalEnvNames(projectDir string) ([]string, error) {
-	path := filepath.Join(projectDir, DevContainerPath)
+	path := filepath.Join(projectDir, Path)
 	raw, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil, nil

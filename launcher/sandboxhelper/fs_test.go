@@ -1,4 +1,4 @@
-package launcher
+package sandboxhelper
 
 import (
 	"bytes"
@@ -11,22 +11,22 @@ import (
 
 // fsCall runs the helper's fs operation as `internal sandbox fs` does and
 // returns its status and payload.
-func fsCall(t *testing.T, req helperFSRequest, body string) (helperStatus, string) {
+func fsCall(t *testing.T, req FSRequest, body string) (Status, string) {
 	t.Helper()
 	line, _ := json.Marshal(req)
 	var out bytes.Buffer
-	if code := RunSandboxFS(strings.NewReader(string(line)+"\n"+body), &out); code != 0 {
+	if code := RunFS(strings.NewReader(string(line)+"\n"+body), &out); code != 0 {
 		t.Fatalf("RunSandboxFS(%+v) = %d", req, code)
 	}
 	head, payload, _ := strings.Cut(out.String(), "\n")
-	var st helperStatus
+	var st Status
 	if err := json.Unmarshal([]byte(head), &st); err != nil {
 		t.Fatalf("status line %q: %v", head, err)
 	}
 	return st, payload
 }
 
-func errno(st helperStatus) string {
+func errno(st Status) string {
 	if st.Error == nil {
 		return ""
 	}
@@ -50,33 +50,33 @@ func TestSandboxFSNodeSemantics(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		req  helperFSRequest
+		req  FSRequest
 		body string
 		want string // errno, "" for success
 	}{
-		{"read a file", helperFSRequest{Op: fsOpRead, Path: p("f")}, "", ""},
-		{"read a directory", helperFSRequest{Op: fsOpRead, Path: d}, "", "EISDIR"},
-		{"read a missing file", helperFSRequest{Op: fsOpRead, Path: p("nope")}, "", "ENOENT"},
-		{"write under a missing parent", helperFSRequest{Op: fsOpWrite, Path: p("nope/x"), Size: 1}, "x", "ENOENT"},
-		{"write over a directory", helperFSRequest{Op: fsOpWrite, Path: p("full"), Size: 1}, "x", "EISDIR"},
-		{"write short", helperFSRequest{Op: fsOpWrite, Path: p("short"), Size: 5}, "abc", "EIO"},
-		{"stat dangling", helperFSRequest{Op: fsOpStat, Path: p("dangling")}, "", "ENOENT"},
+		{"read a file", FSRequest{Op: OpRead, Path: p("f")}, "", ""},
+		{"read a directory", FSRequest{Op: OpRead, Path: d}, "", "EISDIR"},
+		{"read a missing file", FSRequest{Op: OpRead, Path: p("nope")}, "", "ENOENT"},
+		{"write under a missing parent", FSRequest{Op: OpWrite, Path: p("nope/x"), Size: 1}, "x", "ENOENT"},
+		{"write over a directory", FSRequest{Op: OpWrite, Path: p("full"), Size: 1}, "x", "EISDIR"},
+		{"write short", FSRequest{Op: OpWrite, Path: p("short"), Size: 5}, "abc", "EIO"},
+		{"stat dangling", FSRequest{Op: OpStat, Path: p("dangling")}, "", "ENOENT"},
 		// What the Flue connector's exists reads as "nothing there".
-		{"stat below a file", helperFSRequest{Op: fsOpStat, Path: p("f/under")}, "", "ENOTDIR"},
-		{"stat a name too long", helperFSRequest{Op: fsOpStat, Path: p(strings.Repeat("n", 256))}, "", "ENAMETOOLONG"},
-		{"stat a NUL byte", helperFSRequest{Op: fsOpStat, Path: p("a\x00b")}, "", "EINVAL"},
-		{"readdir a file", helperFSRequest{Op: fsOpReaddir, Path: p("f")}, "", "ENOTDIR"},
-		{"mkdir existing", helperFSRequest{Op: fsOpMkdir, Path: p("full")}, "", "EEXIST"},
-		{"mkdir missing parent", helperFSRequest{Op: fsOpMkdir, Path: p("a/b")}, "", "ENOENT"},
-		{"mkdir -p existing dir", helperFSRequest{Op: fsOpMkdir, Path: p("full"), Recursive: true}, "", ""},
-		{"mkdir -p over a file", helperFSRequest{Op: fsOpMkdir, Path: p("f"), Recursive: true}, "", "EEXIST"},
-		{"mkdir -p", helperFSRequest{Op: fsOpMkdir, Path: p("a/b"), Recursive: true}, "", ""},
-		{"rm missing", helperFSRequest{Op: fsOpRm, Path: p("nope")}, "", "ENOENT"},
-		{"rm missing, force", helperFSRequest{Op: fsOpRm, Path: p("nope"), Force: true}, "", ""},
-		{"rm a directory, force", helperFSRequest{Op: fsOpRm, Path: p("full"), Force: true}, "", "EISDIR"},
-		{"rm a link to a directory", helperFSRequest{Op: fsOpRm, Path: p("dirlink")}, "", ""},
-		{"rm -r", helperFSRequest{Op: fsOpRm, Path: p("full"), Recursive: true}, "", ""},
-		{"unknown op", helperFSRequest{Op: "chmod", Path: p("f")}, "", "EINVAL"},
+		{"stat below a file", FSRequest{Op: OpStat, Path: p("f/under")}, "", "ENOTDIR"},
+		{"stat a name too long", FSRequest{Op: OpStat, Path: p(strings.Repeat("n", 256))}, "", "ENAMETOOLONG"},
+		{"stat a NUL byte", FSRequest{Op: OpStat, Path: p("a\x00b")}, "", "EINVAL"},
+		{"readdir a file", FSRequest{Op: OpReaddir, Path: p("f")}, "", "ENOTDIR"},
+		{"mkdir existing", FSRequest{Op: OpMkdir, Path: p("full")}, "", "EEXIST"},
+		{"mkdir missing parent", FSRequest{Op: OpMkdir, Path: p("a/b")}, "", "ENOENT"},
+		{"mkdir -p existing dir", FSRequest{Op: OpMkdir, Path: p("full"), Recursive: true}, "", ""},
+		{"mkdir -p over a file", FSRequest{Op: OpMkdir, Path: p("f"), Recursive: true}, "", "EEXIST"},
+		{"mkdir -p", FSRequest{Op: OpMkdir, Path: p("a/b"), Recursive: true}, "", ""},
+		{"rm missing", FSRequest{Op: OpRm, Path: p("nope")}, "", "ENOENT"},
+		{"rm missing, force", FSRequest{Op: OpRm, Path: p("nope"), Force: true}, "", ""},
+		{"rm a directory, force", FSRequest{Op: OpRm, Path: p("full"), Force: true}, "", "EISDIR"},
+		{"rm a link to a directory", FSRequest{Op: OpRm, Path: p("dirlink")}, "", ""},
+		{"rm -r", FSRequest{Op: OpRm, Path: p("full"), Recursive: true}, "", ""},
+		{"unknown op", FSRequest{Op: "chmod", Path: p("f")}, "", "EINVAL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, _ := fsCall(t, tc.req, tc.body)
@@ -91,23 +91,23 @@ func TestSandboxFSNodeSemantics(t *testing.T) {
 	if _, err := os.Stat(d); err != nil {
 		t.Fatalf("rm of a symlink to the directory followed it: %v", err)
 	}
-	if st, body := fsCall(t, helperFSRequest{Op: fsOpRead, Path: p("f")}, ""); st.Error != nil || body != "hello" {
+	if st, body := fsCall(t, FSRequest{Op: OpRead, Path: p("f")}, ""); st.Error != nil || body != "hello" {
 		t.Errorf("read = %v %q", st.Error, body)
 	}
 	all := make([]byte, 256)
 	for i := range all {
 		all[i] = byte(i)
 	}
-	if st, _ := fsCall(t, helperFSRequest{Op: fsOpWrite, Path: p("bytes"), Size: 256}, string(all)); st.Error != nil {
+	if st, _ := fsCall(t, FSRequest{Op: OpWrite, Path: p("bytes"), Size: 256}, string(all)); st.Error != nil {
 		t.Errorf("write = %+v", st)
 	}
 	if fi, err := os.Stat(p("bytes")); err != nil || fi.Size() != 256 {
 		t.Errorf("written file: %v, %v; want 256 bytes", fi, err)
 	}
-	if st, body := fsCall(t, helperFSRequest{Op: fsOpRead, Path: p("bytes")}, ""); st.Error != nil || body != string(all) {
+	if st, body := fsCall(t, FSRequest{Op: OpRead, Path: p("bytes")}, ""); st.Error != nil || body != string(all) {
 		t.Errorf("read back %d bytes, %v", len(body), st.Error)
 	}
-	st, _ := fsCall(t, helperFSRequest{Op: fsOpStat, Path: p("link")}, "")
+	st, _ := fsCall(t, FSRequest{Op: OpStat, Path: p("link")}, "")
 	if st.Stat == nil || !st.Stat.IsFile || !st.Stat.IsSymbolicLink || st.Stat.Size != 5 || st.Stat.MtimeMs <= 0 {
 		t.Errorf("stat link = %+v", st.Stat)
 	}
@@ -116,7 +116,7 @@ func TestSandboxFSNodeSemantics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, _ = fsCall(t, helperFSRequest{Op: fsOpReaddir, Path: p("a")}, "")
+	st, _ = fsCall(t, FSRequest{Op: OpReaddir, Path: p("a")}, "")
 	if got := strings.Join(st.Names, "|"); got != ".dot|b|new\nline|with space|ünï" {
 		t.Errorf("readdir = %q", got)
 	}
@@ -126,7 +126,7 @@ func TestSandboxFSNodeSemantics(t *testing.T) {
 func TestSandboxFSBadRequest(t *testing.T) {
 	var out bytes.Buffer
 	for _, in := range []string{"", "not json\n", `{"op":"stat"}` + "\n"} {
-		if code := RunSandboxFS(strings.NewReader(in), &out); code != 2 || out.Len() != 0 {
+		if code := RunFS(strings.NewReader(in), &out); code != 2 || out.Len() != 0 {
 			t.Errorf("RunSandboxFS(%q) = %d, %q; want 2 and nothing", in, code, out.String())
 		}
 	}
@@ -157,10 +157,10 @@ func FuzzSandboxFS(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, "f"), []byte("content"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var req helperFSRequest
+		var req FSRequest
 		if json.Unmarshal([]byte(line), &req) == nil && req.Path != "" {
 			rel, err := filepath.Rel(dir, filepath.Join(dir, req.Path))
-			if filepath.IsAbs(req.Path) || err != nil || strings.HasPrefix(rel, "..") || rel == "." && req.Op == fsOpRm {
+			if filepath.IsAbs(req.Path) || err != nil || strings.HasPrefix(rel, "..") || rel == "." && req.Op == OpRm {
 				t.Skip("outside the temporary directory")
 			}
 			req.Path = filepath.Join(dir, req.Path)
@@ -168,7 +168,7 @@ func FuzzSandboxFS(f *testing.F) {
 			line = string(raw)
 		}
 		var out bytes.Buffer
-		code := RunSandboxFS(strings.NewReader(line+"\n"+body), &out)
+		code := RunFS(strings.NewReader(line+"\n"+body), &out)
 		if code == 2 {
 			if out.Len() != 0 {
 				t.Fatalf("a refused request printed %q", out.String())
@@ -176,14 +176,14 @@ func FuzzSandboxFS(f *testing.F) {
 			return
 		}
 		head, payload, _ := strings.Cut(out.String(), "\n")
-		var st helperStatus
+		var st Status
 		if err := json.Unmarshal([]byte(head), &st); err != nil {
 			t.Fatalf("status line %q: %v", head, err)
 		}
 		if st.Error != nil && (st.Error.Code == "" || strings.ToUpper(st.Error.Code) != st.Error.Code) {
 			t.Fatalf("error code %q", st.Error.Code)
 		}
-		if req.Op == fsOpRead && st.Error == nil {
+		if req.Op == OpRead && st.Error == nil {
 			want, err := os.ReadFile(req.Path)
 			if err != nil || payload != string(want) {
 				t.Fatalf("read %s = %q, file holds %q (%v)", req.Path, payload, want, err)

@@ -1,4 +1,4 @@
-package launcher
+package runtime
 
 import (
 	"bytes"
@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,7 +20,7 @@ import (
 )
 
 type cliRuntime struct {
-	kind RuntimeKind
+	kind Kind
 	bin  string
 	why  string
 	exec Executor
@@ -27,11 +29,11 @@ type cliRuntime struct {
 
 var _ Runtime = (*cliRuntime)(nil)
 
-func (r *cliRuntime) Kind() RuntimeKind { return r.kind }
+func (r *cliRuntime) Kind() Kind        { return r.kind }
 func (r *cliRuntime) Selection() string { return r.why }
 
 func (r *cliRuntime) HostAlias() string {
-	if r.kind == RuntimePodman {
+	if r.kind == Podman {
 		return "host.containers.internal"
 	}
 	return "host.docker.internal"
@@ -74,10 +76,10 @@ func (e *cliError) Unwrap() error { return e.err }
 
 func (r *cliRuntime) Build(ctx context.Context, req BuildRequest) error {
 	args := []string{"build", "--tag", req.Tag, "--file", req.Dockerfile}
-	for _, k := range sortedKeys(req.Args) {
+	for _, k := range slices.Sorted(maps.Keys(req.Args)) {
 		args = append(args, "--build-arg", k+"="+req.Args[k])
 	}
-	for _, k := range sortedKeys(req.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(req.Labels)) {
 		args = append(args, "--label", k+"="+req.Labels[k])
 	}
 	if req.Network != "" {
@@ -93,20 +95,20 @@ func (r *cliRuntime) Build(ctx context.Context, req BuildRequest) error {
 	args = append(args, req.Context)
 	r.debugExec(args)
 	out := req.Output
-	tail := &tailBuffer{max: 4096}
+	tail := NewTailBuffer(4096)
 	if out == nil {
 		out = tail
 	} else {
 		out = io.MultiWriter(out, tail)
 	}
 	if err := r.exec(ctx, Command{Path: r.bin, Args: args, Stdout: out, Stderr: out}); err != nil {
-		return fmt.Errorf("building %s with %s: %w\n%s", req.Tag, r.bin, err, indent(lastLines(tail.String(), 15)))
+		return fmt.Errorf("building %s with %s: %w\n%s", req.Tag, r.bin, err, indent(LastLines(tail.String(), 15)))
 	}
 	return nil
 }
 
 func (r *cliRuntime) ImageExists(ctx context.Context, ref string) (bool, error) {
-	if r.kind == RuntimePodman {
+	if r.kind == Podman {
 		_, err := r.run(ctx, "image", "exists", ref)
 		if code, ok := ExitCode(err); ok && code == 1 {
 			return false, nil
@@ -136,13 +138,13 @@ func (r *cliRuntime) ImageID(ctx context.Context, ref string) (string, error) {
 func (r *cliRuntime) Pull(ctx context.Context, ref string, out io.Writer) error {
 	args := []string{"pull", ref}
 	r.debugExec(args)
-	tail := &tailBuffer{max: 2048}
+	tail := NewTailBuffer(2048)
 	w := io.Writer(tail)
 	if out != nil {
 		w = io.MultiWriter(out, tail)
 	}
 	if err := r.exec(ctx, Command{Path: r.bin, Args: args, Stdout: w, Stderr: w}); err != nil {
-		if l := lastLines(tail.String(), 1); l != "" {
+		if l := LastLines(tail.String(), 1); l != "" {
 			return fmt.Errorf("pulling %s with %s: %w: %s", ref, r.bin, err, l)
 		}
 		return fmt.Errorf("pulling %s with %s: %w", ref, r.bin, err)
@@ -181,7 +183,7 @@ func (r *cliRuntime) Exec(ctx context.Context, req ExecRequest) (int, error) {
 		args = append(args, "--workdir", req.Workdir)
 	}
 	var env []string
-	for _, k := range sortedKeys(req.Env) {
+	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
 		if !envname.Valid(k) {
 			return 0, fmt.Errorf("running a command in a container: %q is not a variable name (use letters, digits and _)", k)
 		}
@@ -208,6 +210,9 @@ func (r *cliRuntime) Exec(ctx context.Context, req ExecRequest) (int, error) {
 
 // runArgs builds the argv of `run`; envFile, when set, must be removed by
 // the caller even on error.
+//
+// It is long on purpose: one flat list of the flags in the order the CLI
+// receives them (runArgs last but for the image), read top to bottom.
 func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err error) {
 	if req.Image == "" {
 		return nil, "", errors.New("running a container: no image given")
@@ -219,7 +224,7 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 	if req.Name != "" {
 		args = append(args, "--name", req.Name)
 	}
-	for _, k := range sortedKeys(req.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(req.Labels)) {
 		args = append(args, "--label", k+"="+req.Labels[k])
 	}
 	if req.Detach {
@@ -240,7 +245,7 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 	if req.PidsLimit > 0 {
 		args = append(args, "--pids-limit", strconv.Itoa(req.PidsLimit))
 	}
-	for _, h := range sortedKeys(req.AddHosts) {
+	for _, h := range slices.Sorted(maps.Keys(req.AddHosts)) {
 		args = append(args, "--add-host", h+":"+req.AddHosts[h])
 	}
 	if req.User != "" {
@@ -293,7 +298,7 @@ func (r *cliRuntime) runArgs(req RunRequest) (args []string, envFile string, err
 // both runtimes' env-file format, so newlines are refused).
 func writeEnvFile(env map[string]string) (string, error) {
 	var b strings.Builder
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if !envname.Valid(k) {
 			return "", fmt.Errorf("setting container environment: %q is not a variable name (use letters, digits and _)", k)
 		}
@@ -329,7 +334,7 @@ func (r *cliRuntime) NetworkCreate(ctx context.Context, req NetworkRequest) (Net
 	if req.Name == "" {
 		return Network{}, fmt.Errorf("creating a network: no name given")
 	}
-	if req.Subnet == "" && req.DisableDNS && r.kind == RuntimePodman {
+	if req.Subnet == "" && req.DisableDNS && r.kind == Podman {
 		return r.podmanCreatePicked(ctx, req)
 	}
 	if err := r.networkCreate(ctx, req); err != nil {
@@ -344,7 +349,7 @@ func (r *cliRuntime) networkCreate(ctx context.Context, req NetworkRequest) erro
 	if req.Internal {
 		args = append(args, "--internal")
 	}
-	if req.DisableDNS && r.kind == RuntimePodman {
+	if req.DisableDNS && r.kind == Podman {
 		// Docker's embedded DNS does not forward for internal networks;
 		// Podman's aardvark-dns does unless disabled.
 		args = append(args, "--disable-dns")
@@ -357,7 +362,7 @@ func (r *cliRuntime) networkCreate(ctx context.Context, req NetworkRequest) erro
 		pfx = pfx.Masked()
 		args = append(args, "--subnet", pfx.String(), "--gateway", pfx.Addr().Next().String())
 	}
-	for _, k := range sortedKeys(req.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(req.Labels)) {
 		args = append(args, "--label", k+"="+req.Labels[k])
 	}
 	args = append(args, req.Name)
@@ -451,47 +456,82 @@ func isNetworkGone(err error) bool {
 
 func (r *cliRuntime) ContainerRemove(ctx context.Context, name string) error {
 	args := []string{"rm", "--force"}
-	if r.kind == RuntimePodman {
+	if r.kind == Podman {
 		// Podman's rm --force still waits its default 10s stop timeout;
 		// the container is being discarded, so do not wait.
 		args = append(args, "--time", "0")
 	}
 	_, err := r.run(ctx, append(args, name)...)
 	var ce *cliError
-	if errors.As(err, &ce) && isContainerGone(ce.stderr) {
+	if errors.As(err, &ce) && ContainerStateOf(ce.stderr) == ContainerGone {
 		return nil
 	}
 	return wrapf(err, "removing container %s", name)
 }
 
-// isContainerGone reports whether a runtime CLI's stderr says the
-// container no longer exists or is already being removed (by --rm, or a
-// concurrent rm): Docker 20.10's "No such container: NAME" and "removal of
-// container NAME is already in progress", Podman 4.3's "no container with
-// name or ID "NAME" found: no such container". It is the one home of that
-// rule: ContainerRemove takes it as success, a sandbox call as
-// api.ErrSandboxGone.
-func isContainerGone(stderr string) bool {
-	s := strings.ToLower(stderr)
-	return strings.Contains(s, "no such container") || strings.Contains(s, "is already in progress")
+// ContainerState is what a runtime CLI's error output says about the
+// container it was asked to use. Its zero value says nothing.
+type ContainerState int
+
+const (
+	// ContainerUnknown: the output says nothing about the container
+	// (another error, or none).
+	ContainerUnknown ContainerState = iota
+	// ContainerGone: the container no longer exists or is being removed
+	// (by --rm, or a concurrent rm).
+	ContainerGone
+	// ContainerStopped: the container exists but no longer runs, so
+	// nothing can be exec'd in it.
+	ContainerStopped
+)
+
+func (s ContainerState) String() string {
+	switch s {
+	case ContainerGone:
+		return "gone"
+	case ContainerStopped:
+		return "stopped"
+	}
+	return "unknown"
 }
 
-// isContainerStopped reports whether a runtime CLI's stderr is exec
-// refusing a container that exists but no longer runs: Docker 20.10's
-// "Container ID is not running", Podman 4.3's "can only create exec
-// sessions on running containers: container state improper", and the
-// OCI runtime's "cannot exec in a stopped state|container" when it stops
-// while the exec starts. Not a sign of removal: `docker rm --force` says
-// "is not running" too when the container stops under it, and it is then
-// still there.
-func isContainerStopped(stderr string) bool {
+// IsUnusable reports whether no command can run in the container any
+// more: it is gone or stopped.
+func (s ContainerState) IsUnusable() bool { return s == ContainerGone || s == ContainerStopped }
+
+// containerMessages are the runtimes' wordings, lowercased: Docker
+// 20.10's "No such container: NAME" and "removal of container NAME is
+// already in progress", Podman 4.3's "no container with name or ID "NAME"
+// found: no such container" (gone); Docker's "Container ID is not
+// running", Podman's "can only create exec sessions on running
+// containers: container state improper", and the OCI runtime's "cannot
+// exec in a stopped state|container" when it stops while an exec starts
+// (stopped). `docker rm --force` says "is not running" too when the
+// container stops under it, and it is then still there, so "stopped" is
+// never taken as removed.
+var containerMessages = []struct {
+	text  string
+	state ContainerState
+}{
+	{"no such container", ContainerGone},
+	{"is already in progress", ContainerGone},
+	{"is not running", ContainerStopped},
+	{"container state improper", ContainerStopped},
+	{"cannot exec in a stopped", ContainerStopped},
+}
+
+// ContainerStateOf reads a runtime CLI's stderr for what it says about the
+// container. It is the one home of that rule: ContainerRemove takes
+// ContainerGone as success, a sandbox call takes an unusable container as
+// the sandbox gone.
+func ContainerStateOf(stderr string) ContainerState {
 	s := strings.ToLower(stderr)
-	for _, m := range []string{"is not running", "container state improper", "cannot exec in a stopped"} {
-		if strings.Contains(s, m) {
-			return true
+	for _, m := range containerMessages {
+		if strings.Contains(s, m.text) {
+			return m.state
 		}
 	}
-	return false
+	return ContainerUnknown
 }
 
 // parseNetworkInspect reads the first IPv4 subnet and gateway from

@@ -1,6 +1,6 @@
 //go:build linux
 
-package launcher
+package guard
 
 import (
 	"encoding/binary"
@@ -17,14 +17,14 @@ import (
 
 // GuardRuleset is the egress guard's nftables ruleset: one table whose
 // base chains drop by default. Build it with GuardRules.
-type GuardRuleset struct {
+type Ruleset struct {
 	Table  *nftables.Table
-	Chains []GuardChain
+	Chains []Chain
 }
 
 // GuardChain is one base chain and its rules, in order. Chains are sorted
 // by name.
-type GuardChain struct {
+type Chain struct {
 	Chain *nftables.Chain
 	Rules [][]expr.Any
 }
@@ -37,7 +37,7 @@ type GuardChain struct {
 // answer. The input hook admits only loopback and replies; forward drops
 // everything. IPv6 matches none of the accept rules but loopback and
 // replies, so it is blocked entirely. It is a pure function.
-func GuardRules(allow []netip.AddrPort) (*GuardRuleset, error) {
+func Rules(allow []netip.AddrPort) (*Ruleset, error) {
 	if len(allow) == 0 {
 		return nil, errors.New("building the egress guard: no allowed endpoint (launch passes the proxy and API relays)")
 	}
@@ -52,7 +52,7 @@ func GuardRules(allow []netip.AddrPort) (*GuardRuleset, error) {
 			eps = append(eps, ep)
 		}
 	}
-	t := &nftables.Table{Name: GuardTable, Family: nftables.TableFamilyINet}
+	t := &nftables.Table{Name: Table, Family: nftables.TableFamilyINet}
 	drop := nftables.ChainPolicyDrop
 	chain := func(name string, hook *nftables.ChainHook) *nftables.Chain {
 		return &nftables.Chain{Name: name, Table: t, Type: nftables.ChainTypeFilter, Hooknum: hook, Priority: nftables.ChainPriorityFilter, Policy: &drop}
@@ -62,7 +62,7 @@ func GuardRules(allow []netip.AddrPort) (*GuardRuleset, error) {
 		output = append(output, tcpTo(ep))
 	}
 	output = append(output, []expr.Any{reject()})
-	return &GuardRuleset{Table: t, Chains: []GuardChain{
+	return &Ruleset{Table: t, Chains: []Chain{
 		{Chain: chain("forward", nftables.ChainHookForward)},
 		{Chain: chain("input", nftables.ChainHookInput), Rules: [][]expr.Any{ifname(expr.MetaKeyIIFNAME, "lo"), ctEstablished()}},
 		{Chain: chain("output", nftables.ChainHookOutput), Rules: output},
@@ -124,12 +124,12 @@ func tcpTo(ep netip.AddrPort) []expr.Any {
 // Lines renders the ruleset in nft's syntax, one chain header or rule a
 // line. The same rendering of the ruleset read back from the kernel
 // (ReadGuard) must be equal: that is how an installed guard is verified.
-func (rs *GuardRuleset) Lines() []string {
+func (rs *Ruleset) Lines() []string {
 	lines := []string{fmt.Sprintf("table %s %s", familyName(rs.Table.Family), rs.Table.Name)}
 	for _, c := range rs.Chains {
 		lines = append(lines, chainHeader(c.Chain))
 		for _, r := range c.Rules {
-			lines = append(lines, "  "+FormatGuardRule(r))
+			lines = append(lines, "  "+FormatRule(r))
 		}
 	}
 	return lines
@@ -172,7 +172,7 @@ func chainHeader(c *nftables.Chain) string {
 
 // FormatGuardRule renders one rule's expressions in nft's syntax; it knows
 // the expressions GuardRules uses and marks any other as "?TYPE".
-func FormatGuardRule(exprs []expr.Any) string {
+func FormatRule(exprs []expr.Any) string {
 	var parts []string
 	load := "" // what register 1 holds, in nft's words
 	for _, e := range exprs {

@@ -1,4 +1,4 @@
-package launcher
+package devcontainer
 
 import (
 	"errors"
@@ -34,14 +34,14 @@ const jsoncFull = `// A project devcontainer, JSON with comments.
 `
 
 func TestParseDevContainerJSONC(t *testing.T) {
-	dc, err := ParseDevContainer("devcontainer.json", []byte(jsoncFull))
+	dc, err := Parse("devcontainer.json", []byte(jsoncFull))
 	if err != nil {
 		t.Fatalf("ParseDevContainer: %v", err)
 	}
 	want := &DevContainer{
 		Path:  "devcontainer.json",
 		Image: "ignored:when-build-is-set",
-		Build: &DevContainerBuild{
+		Build: &Build{
 			Dockerfile: "Dockerfile",
 			Context:    "..",
 			Args:       map[string]string{"NODE_MAJOR": "20", "EMPTY": ""},
@@ -52,7 +52,7 @@ func TestParseDevContainerJSONC(t *testing.T) {
 			Mediation:       MediationDefault,
 			ApprovalSurface: ApprovalSurfaceCLI,
 		},
-		Features: []DevContainerFeature{{Ref: "ghcr.io/devcontainers/features/node:1", Options: map[string]string{}, Line: 14, Column: 16}},
+		Features: []FeatureRef{{Ref: "ghcr.io/devcontainers/features/node:1", Options: map[string]string{}, Line: 14, Column: 16}},
 	}
 	if !reflect.DeepEqual(dc, want) {
 		t.Errorf("ParseDevContainer =\n%+v\nwant\n%+v", dc, want)
@@ -60,16 +60,16 @@ func TestParseDevContainerJSONC(t *testing.T) {
 }
 
 func TestParseDevContainerLegacyDockerFile(t *testing.T) {
-	dc, err := ParseDevContainer("dc.json", []byte(`{"dockerFile": "../Dockerfile", "context": "..", "build": {"target": "x"} ,}`))
+	dc, err := Parse("dc.json", []byte(`{"dockerFile": "../Dockerfile", "context": "..", "build": {"target": "x"} ,}`))
 	// "build" without a dockerfile is an error even with the legacy key.
 	if err == nil {
 		t.Fatalf("ParseDevContainer = %+v, want an error for build without dockerfile", dc)
 	}
-	dc, err = ParseDevContainer("dc.json", []byte(`{"dockerFile": "../Dockerfile", "context": "..",}`))
+	dc, err = Parse("dc.json", []byte(`{"dockerFile": "../Dockerfile", "context": "..",}`))
 	if err != nil {
 		t.Fatalf("ParseDevContainer: %v", err)
 	}
-	want := &DevContainerBuild{Dockerfile: "../Dockerfile", Context: ".."}
+	want := &Build{Dockerfile: "../Dockerfile", Context: ".."}
 	if !reflect.DeepEqual(dc.Build, want) {
 		t.Errorf("Build = %+v, want %+v", dc.Build, want)
 	}
@@ -155,7 +155,7 @@ func TestParseDevContainerErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dc, err := ParseDevContainer("dc.json", []byte(tc.in))
+			dc, err := Parse("dc.json", []byte(tc.in))
 			if err == nil {
 				t.Fatalf("ParseDevContainer(%q) = %+v, want an error", tc.in, dc)
 			}
@@ -173,7 +173,7 @@ func TestParseDevContainerErrors(t *testing.T) {
 }
 
 func TestConfigErrorIsTyped(t *testing.T) {
-	_, err := ParseDevContainer("dc.json", []byte(`{"customizations": {"aileron": {"mediation": "off"}}}`))
+	_, err := Parse("dc.json", []byte(`{"customizations": {"aileron": {"mediation": "off"}}}`))
 	var ce *ConfigError
 	if !errors.As(err, &ce) {
 		t.Fatalf("error %v is not a *ConfigError", err)
@@ -184,7 +184,7 @@ func TestConfigErrorIsTyped(t *testing.T) {
 
 	// A dockerfile with a bad value is one problem, not also a missing one.
 	for _, key := range []string{"dockerfile", "dockerFile"} {
-		_, err := ParseDevContainer("dc.json", []byte(`{"build": {"`+key+`": 5}}`))
+		_, err := Parse("dc.json", []byte(`{"build": {"`+key+`": 5}}`))
 		if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Key != "build."+key {
 			t.Errorf("ParseDevContainer(build.%s: 5) = %v, want one problem for build.%s", key, err, key)
 		}
@@ -194,7 +194,7 @@ func TestConfigErrorIsTyped(t *testing.T) {
 func TestLineColumn(t *testing.T) {
 	data := []byte("ab\ncd\n\nef")
 	for _, tc := range []struct{ off, line, col int }{{0, 1, 1}, {1, 1, 2}, {3, 2, 1}, {7, 4, 1}, {8, 4, 2}, {99, 4, 3}} {
-		if l, c := lineColumn(data, tc.off); l != tc.line || c != tc.col {
+		if l, c := LineColumn(data, tc.off); l != tc.line || c != tc.col {
 			t.Errorf("lineColumn(%d) = %d:%d, want %d:%d", tc.off, l, c, tc.line, tc.col)
 		}
 	}
@@ -212,7 +212,7 @@ func FuzzParseDevContainer(f *testing.F) {
 	f.Add([]byte(`{"image": "x", "postCreateCommand": {"a": "echo", "b": ["ls", "-l"]}, "onCreateCommand": ["x"], "initializeCommand": "y"}`))
 	f.Add([]byte(`{"image": "x", "features": {"./f": {"v": 1, "b": true}, "reg/x:1": "2", "reg/y": false}, "build": {"dockerfile": "D", "options": ["--pull", "--network=host"], "cacheFrom": ["c"]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dc, err := ParseDevContainer("dc.json", data)
+		dc, err := Parse("dc.json", data)
 		if err != nil {
 			if dc != nil {
 				t.Fatalf("ParseDevContainer(%q) = %+v with error %v", data, dc, err)
@@ -225,13 +225,13 @@ func FuzzParseDevContainer(f *testing.F) {
 		if m := dc.Aileron.Mediation; m != "" && m != MediationDefault {
 			t.Errorf("ParseDevContainer(%q): mediation %q", data, m)
 		}
-		if s := dc.Aileron.ApprovalSurface; s != "" && !slices.Contains(acceptedApprovalSurface(), string(s)) {
+		if s := dc.Aileron.ApprovalSurface; s != "" && !slices.Contains(AcceptedApprovalSurface(), string(s)) {
 			t.Errorf("ParseDevContainer(%q): approval surface %q", data, s)
 		}
 		// Only allow-listed run flags pass; every refusal says so.
 		for _, a := range dc.RunArgs {
 			name, _, _ := strings.Cut(a, "=")
-			if _, ok := allowedRunArgs[name]; !ok {
+			if !slices.Contains(AllowedRunArgs(), name) {
 				t.Errorf("ParseDevContainer(%q): runArgs kept %q", data, a)
 			}
 		}
@@ -246,7 +246,7 @@ func FuzzParseDevContainer(f *testing.F) {
 			}
 		}
 		for _, st := range dc.Lifecycle {
-			if len(st.Commands) == 0 || !slices.Contains(lifecycleKeys, st.Key) {
+			if len(st.Commands) == 0 || !slices.Contains(LifecycleKeys, st.Key) {
 				t.Errorf("ParseDevContainer(%q): lifecycle step %+v", data, st)
 			}
 		}

@@ -1,4 +1,4 @@
-package launcher
+package sandboxhelper
 
 import (
 	"bufio"
@@ -22,7 +22,7 @@ import (
 // symlink can reach the host.
 
 // helperFSRequest is the request line of `internal sandbox fs`.
-type helperFSRequest struct {
+type FSRequest struct {
 	Op        string `json:"op"`
 	Path      string `json:"path"`
 	Recursive bool   `json:"recursive,omitempty"`
@@ -33,16 +33,16 @@ type helperFSRequest struct {
 
 // File system operations of helperFSRequest.Op.
 const (
-	fsOpRead    = "read"
-	fsOpWrite   = "write"
-	fsOpStat    = "stat"
-	fsOpReaddir = "readdir"
-	fsOpMkdir   = "mkdir"
-	fsOpRm      = "rm"
+	OpRead    = "read"
+	OpWrite   = "write"
+	OpStat    = "stat"
+	OpReaddir = "readdir"
+	OpMkdir   = "mkdir"
+	OpRm      = "rm"
 )
 
 // helperStatus is the first line the helper prints.
-type helperStatus struct {
+type Status struct {
 	Error *api.SandboxFSError `json:"error,omitempty"`
 	Stat  *api.SandboxStat    `json:"stat,omitempty"`
 	Names []string            `json:"names,omitempty"`
@@ -55,8 +55,8 @@ type helperStatus struct {
 // a write the file's bytes follow it. For a read the file's bytes follow
 // the status line on stdout. It returns the process exit status: 0 when a
 // status line was written (errors included), 2 on a malformed request.
-func RunSandboxFS(stdin io.Reader, stdout io.Writer) int {
-	var req helperFSRequest
+func RunFS(stdin io.Reader, stdout io.Writer) int {
+	var req FSRequest
 	br, ok := readRequestLine(stdin, &req, "fs", "op and path", func() bool { return req.Path != "" })
 	if !ok {
 		return 2
@@ -91,13 +91,16 @@ func readRequestLine(stdin io.Reader, v any, verb, needs string, valid func() bo
 }
 
 // sandboxFS performs req; for a read, payload is the opened file.
-func sandboxFS(req helperFSRequest, body io.Reader) (st helperStatus, payload *os.File) {
+//
+// It is long because it is the one switch over the operations, each case
+// with the file semantics the API promises (errors through fsError).
+func sandboxFS(req FSRequest, body io.Reader) (st Status, payload *os.File) {
 	p := req.Path
-	fail := func(err error) (helperStatus, *os.File) {
-		return helperStatus{Error: fsError(err, p)}, nil
+	fail := func(err error) (Status, *os.File) {
+		return Status{Error: fsError(err, p)}, nil
 	}
 	switch req.Op {
-	case fsOpRead:
+	case OpRead:
 		f, err := os.Open(p)
 		if err != nil {
 			return fail(err)
@@ -110,7 +113,7 @@ func sandboxFS(req helperFSRequest, body io.Reader) (st helperStatus, payload *o
 			return fail(err)
 		}
 		return st, f
-	case fsOpWrite:
+	case OpWrite:
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 			return fail(syscall.EISDIR)
 		}
@@ -129,7 +132,7 @@ func sandboxFS(req helperFSRequest, body io.Reader) (st helperStatus, payload *o
 			return fail(err)
 		}
 		return st, nil
-	case fsOpStat:
+	case OpStat:
 		li, err := os.Lstat(p)
 		if err != nil {
 			return fail(err)
@@ -138,11 +141,11 @@ func sandboxFS(req helperFSRequest, body io.Reader) (st helperStatus, payload *o
 		if err != nil {
 			return fail(err)
 		}
-		return helperStatus{Stat: &api.SandboxStat{
+		return Status{Stat: &api.SandboxStat{
 			IsFile: fi.Mode().IsRegular(), IsDirectory: fi.IsDir(), IsSymbolicLink: li.Mode()&fs.ModeSymlink != 0,
 			Size: fi.Size(), MtimeMs: float64(fi.ModTime().UnixNano()) / 1e6,
 		}}, nil
-	case fsOpReaddir:
+	case OpReaddir:
 		ents, err := os.ReadDir(p)
 		if err != nil {
 			return fail(err)
@@ -151,8 +154,8 @@ func sandboxFS(req helperFSRequest, body io.Reader) (st helperStatus, payload *o
 		for i, e := range ents {
 			names[i] = e.Name()
 		}
-		return helperStatus{Names: names}, nil
-	case fsOpMkdir:
+		return Status{Names: names}, nil
+	case OpMkdir:
 		if !req.Recursive {
 			if err := os.Mkdir(p, 0o777); err != nil {
 				return fail(err)
@@ -169,7 +172,7 @@ func sandboxFS(req helperFSRequest, body io.Reader) (st helperStatus, payload *o
 			return fail(err)
 		}
 		return st, nil
-	case fsOpRm:
+	case OpRm:
 		li, err := os.Lstat(p)
 		switch {
 		case err != nil && req.Force && errors.Is(err, fs.ErrNotExist):
@@ -188,7 +191,7 @@ func sandboxFS(req helperFSRequest, body io.Reader) (st helperStatus, payload *o
 		}
 		return st, nil
 	}
-	return helperStatus{Error: &api.SandboxFSError{Code: "EINVAL", Message: fmt.Sprintf("unknown operation %q", req.Op), Path: p}}, nil
+	return Status{Error: &api.SandboxFSError{Code: "EINVAL", Message: fmt.Sprintf("unknown operation %q", req.Op), Path: p}}, nil
 }
 
 // fsError turns an os error into the API's error, keeping the errno name

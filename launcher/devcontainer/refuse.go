@@ -1,4 +1,4 @@
-package launcher
+package devcontainer
 
 import (
 	"slices"
@@ -201,14 +201,4 @@ func (p *dcParser) allowedFlags(v *hujson.Value, key string, list map[string]run
 		}
 	}
 	return out
-}
-
-// Refusal is nil when the plan refuses nothing, else an error listing each
-// refused setting with its location, key and reason. Prepare and Launch
-// call it first, so nothing is built or run for a refused plan.
-func (p *Plan) Refusal() error {
-	if len(p.Refused) == 0 {
-		return nil
-	}
-	return &ConfigError{Path: p.DevContainer, Problems: p.Refused}
 }

@@ -1,4 +1,4 @@
-package launcher
+package devcontainer
 
 import (
 	"crypto/sha256"
@@ -17,7 +17,7 @@ import (
 )
 
 // DevContainerFeature is one "features" entry as written.
-type DevContainerFeature struct {
+type FeatureRef struct {
 	// Ref is the key: an OCI reference (registry/path/name:tag) or a
 	// local "./path" relative to .devcontainer/.
 	Ref string
@@ -35,8 +35,8 @@ func (p *dcParser) parseFeatures(v *hujson.Value) {
 	}
 	for _, m := range members {
 		key := "features." + m.name
-		f := DevContainerFeature{Ref: m.name, Options: map[string]string{}}
-		f.Line, f.Column = lineColumn(p.data, m.nameV.StartOffset)
+		f := FeatureRef{Ref: m.name, Options: map[string]string{}}
+		f.Line, f.Column = LineColumn(p.data, m.nameV.StartOffset)
 		switch x := m.value.Value.(type) {
 		case *hujson.Object:
 			opts, _ := objectMembers(m.value)
@@ -85,12 +85,12 @@ type Feature struct {
 	// devcontainer-feature.json, then the entry's) under its env name, as
 	// written.
 	Env map[string]string `json:"options,omitempty"`
-	// installEnv is Env with devcontainer variables (${localEnv:VAR},
+	// InstallEnv is Env with devcontainer variables (${localEnv:VAR},
 	// ${localWorkspaceFolder}...) resolved, as the devcontainer CLI does
 	// for the whole file: what install.sh gets. Plan output prints Env,
 	// but the values are in the features image (its env file's layer, and
 	// its tag's digest), as build args are: never a place for a secret.
-	installEnv map[string]string
+	InstallEnv map[string]string `json:"-"`
 	// ContainerEnv is the feature's containerEnv, set in the image.
 	ContainerEnv map[string]string `json:"container_env,omitempty"`
 	// Dir is the feature's directory on the host (install.sh inside).
@@ -99,7 +99,9 @@ type Feature struct {
 	// dependsOn it.
 	DependedOn bool `json:"depended_on,omitempty"`
 
-	dependsOn, installsAfter []string
+	// DependsOn and InstallsAfter are the feature IDs it must be
+	// installed after (its metadata's dependsOn, then installsAfter).
+	DependsOn, InstallsAfter []string `json:"-"`
 }
 
 // featureMeta is devcontainer-feature.json, the parts read.
@@ -127,7 +129,7 @@ type FeatureFetcher interface {
 }
 
 // featureID strips the tag or digest from a reference.
-func featureID(ref string) string {
+func FeatureID(ref string) string {
 	if isLocalFeature(ref) {
 		return ref
 	}
@@ -150,21 +152,25 @@ var leadingDigits = regexp.MustCompile(`^[\d_]+`)
 // featureEnvName is an option's environment name, as the devcontainer
 // CLI derives it: non-word characters become "_", a leading run of
 // digits and underscores becomes one "_", upper case.
-func featureEnvName(option string) string {
+func FeatureEnvName(option string) string {
 	return strings.ToUpper(leadingDigits.ReplaceAllString(nonWord.ReplaceAllString(option, "_"), "_"))
 }
 
-// resolveFeatures resolves the declared features and their dependsOn
+// ResolveFeatures resolves the declared features and their dependsOn
 // (each installed once; an unlisted one with the options dependsOn gives),
 // and orders them: dependsOn first, then installsAfter among the listed,
 // then overrideFeatureInstallOrder, then the file's order. A feature
 // asking for what the sandbox refuses is returned in refused.
-func resolveFeatures(dcDir string, declared []DevContainerFeature, override []string, fetch FeatureFetcher) (ordered []*Feature, refused []ConfigProblem, err error) {
+//
+// It is long because it is one recursive walk: a feature is fetched, read
+// and checked where it is met (a dependency is refused at the line of the
+// feature that declared it), then all are ordered.
+func ResolveFeatures(dcDir string, declared []FeatureRef, override []string, fetch FeatureFetcher) (ordered []*Feature, refused []ConfigProblem, err error) {
 	byID := map[string]*Feature{}
 	var all []*Feature
 	var add func(ref string, opts map[string]string, line, col int, dep bool) error
 	add = func(ref string, opts map[string]string, line, col int, dep bool) error {
-		id := featureID(ref)
+		id := FeatureID(ref)
 		if _, ok := byID[id]; ok {
 			return nil
 		}
@@ -174,7 +180,7 @@ func resolveFeatures(dcDir string, declared []DevContainerFeature, override []st
 			if rel, err := filepath.Rel(dcDir, f.Dir); err != nil || strings.HasPrefix(rel, "..") {
 				return fmt.Errorf("feature %q: a local feature must be inside .devcontainer/ (write ./NAME)", ref)
 			}
-			if f.Digest, err = dirDigest(f.Dir); err != nil {
+			if f.Digest, err = DirDigest(f.Dir); err != nil {
 				return fmt.Errorf("feature %q: %w (create the directory with devcontainer-feature.json and install.sh)", ref, err)
 			}
 		} else {
@@ -223,18 +229,18 @@ func resolveFeatures(dcDir string, declared []DevContainerFeature, override []st
 		f.Env = map[string]string{}
 		for name, o := range meta.Options {
 			if o.Default != nil {
-				f.Env[featureEnvName(name)] = fmt.Sprint(o.Default)
+				f.Env[FeatureEnvName(name)] = fmt.Sprint(o.Default)
 			}
 		}
 		for name, v := range opts {
-			f.Env[featureEnvName(name)] = v
+			f.Env[FeatureEnvName(name)] = v
 		}
 		f.ContainerEnv = meta.ContainerEnv
-		f.installsAfter = meta.InstallsAfter
+		f.InstallsAfter = meta.InstallsAfter
 		byID[id] = f
 		all = append(all, f)
 		for _, depRef := range slices.Sorted(maps.Keys(meta.DependsOn)) {
-			f.dependsOn = append(f.dependsOn, featureID(depRef))
+			f.DependsOn = append(f.DependsOn, FeatureID(depRef))
 			depOpts := map[string]string{}
 			for k, v := range meta.DependsOn[depRef] {
 				depOpts[k] = fmt.Sprint(v)
@@ -250,7 +256,7 @@ func resolveFeatures(dcDir string, declared []DevContainerFeature, override []st
 			return nil, nil, err
 		}
 	}
-	ordered, err = orderFeatures(all, override)
+	ordered, err = OrderFeatures(all, override)
 	return ordered, refused, err
 }
 
@@ -258,14 +264,14 @@ func resolveFeatures(dcDir string, declared []DevContainerFeature, override []st
 // after those it dependsOn and, when listed, those it installsAfter;
 // among the ready ones overrideFeatureInstallOrder comes first, then
 // declaration order. A dependsOn cycle is an error.
-func orderFeatures(all []*Feature, override []string) ([]*Feature, error) {
+func OrderFeatures(all []*Feature, override []string) ([]*Feature, error) {
 	present := map[string]bool{}
 	for _, f := range all {
 		present[f.ID] = true
 	}
 	prio := func(f *Feature) int {
 		for i, o := range override {
-			if featureID(o) == f.ID {
+			if FeatureID(o) == f.ID {
 				return i
 			}
 		}
@@ -280,8 +286,8 @@ func orderFeatures(all []*Feature, override []string) ([]*Feature, error) {
 				continue
 			}
 			ready := true
-			for _, d := range append(slices.Clone(f.dependsOn), f.installsAfter...) {
-				d = featureID(d)
+			for _, d := range append(slices.Clone(f.DependsOn), f.InstallsAfter...) {
+				d = FeatureID(d)
 				if present[d] && !done[d] && d != f.ID {
 					ready = false
 				}
@@ -307,7 +313,7 @@ func orderFeatures(all []*Feature, override []string) ([]*Feature, error) {
 
 // dirDigest is "sha256:<hex>" over the regular files under dir (paths,
 // modes and contents, sorted).
-func dirDigest(dir string) (string, error) {
+func DirDigest(dir string) (string, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return "", err

@@ -1,4 +1,4 @@
-package launcher
+package devcontainer
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 
 // DevContainerMount is one devcontainer "mounts" entry (or
 // "workspaceMount") as written: variables unresolved.
-type DevContainerMount struct {
+type MountSpec struct {
 	// Type is "bind" or "volume".
 	Type string `json:"type"`
 	// Source is a host path (bind) or a volume name (volume; empty makes
@@ -28,13 +28,13 @@ type DevContainerMount struct {
 // parseMounts reads "mounts": an array of strings ("type=bind,source=..,
 // target=..,readonly") or objects ({"type", "source", "target",
 // "readonly"}).
-func (p *dcParser) parseMounts(v *hujson.Value) []DevContainerMount {
+func (p *dcParser) parseMounts(v *hujson.Value) []MountSpec {
 	arr, ok := v.Value.(*hujson.Array)
 	if !ok {
 		p.addf(v, "mounts", "must be an array of mount strings or objects, not %s", kindName(v))
 		return nil
 	}
-	var out []DevContainerMount
+	var out []MountSpec
 	for i := range arr.Elements {
 		if m, ok := p.parseMount(&arr.Elements[i], "mounts"); ok {
 			out = append(out, m)
@@ -44,9 +44,9 @@ func (p *dcParser) parseMounts(v *hujson.Value) []DevContainerMount {
 }
 
 // parseMount reads one mount string or object.
-func (p *dcParser) parseMount(v *hujson.Value, key string) (DevContainerMount, bool) {
-	m := DevContainerMount{Type: "bind"}
-	m.Line, m.Column = lineColumn(p.data, v.StartOffset)
+func (p *dcParser) parseMount(v *hujson.Value, key string) (MountSpec, bool) {
+	m := MountSpec{Type: "bind"}
+	m.Line, m.Column = LineColumn(p.data, v.StartOffset)
 	switch x := v.Value.(type) {
 	case hujson.Literal:
 		s, ok := p.str(v, key, false)
@@ -114,6 +114,17 @@ type MountRules struct {
 	Home string
 	// Sockets are container runtime sockets (Docker, Podman).
 	Sockets []string
+	// Reserved are sandbox paths the launcher mounts itself; a mount may
+	// not target one or a path below it.
+	Reserved []string
+}
+
+// ResolvedMount is a devcontainer mount with its variables resolved and
+// its rules checked: a bind of Source (a host path) or a volume named
+// Source (anonymous when empty) at Target.
+type ResolvedMount struct {
+	Source, Target   string
+	ReadOnly, Volume bool
 }
 
 // credentialFiles are the files and directories under the home directory
@@ -141,9 +152,6 @@ func DefaultMountRules(aileronHome string) MountRules {
 	return r
 }
 
-// reservedTargets are sandbox paths launch mounts itself.
-var reservedTargets = []string{"/etc/aileron", "/opt/aileron", SandboxSystemBundle}
-
 // exposes reports whether mounting src exposes p: src is p, inside it, or
 // one of its parents.
 func exposes(src, p string) bool {
@@ -170,9 +178,9 @@ func realPath(p string) string {
 // returns the runtime mount, or a refusal (rule and fix) or a problem.
 // wsTarget is the workspace's target, which no other mount may replace
 // (empty when checking the workspace mount itself).
-func (r MountRules) checkMount(m DevContainerMount, vc VarContext, wsTarget string) (Mount, string, error) {
+func (r MountRules) CheckMount(m MountSpec, vc VarContext, wsTarget string) (ResolvedMount, string, error) {
 	src, target := Substitute(m.Source, vc), Substitute(m.Target, vc)
-	out := Mount{Source: src, Target: target, ReadOnly: m.ReadOnly, Volume: m.Type == "volume"}
+	out := ResolvedMount{Source: src, Target: target, ReadOnly: m.ReadOnly, Volume: m.Type == "volume"}
 	if !path.IsAbs(target) {
 		return out, "", fmt.Errorf("target %q must be an absolute path inside the sandbox", target)
 	}
@@ -181,7 +189,7 @@ func (r MountRules) checkMount(m DevContainerMount, vc VarContext, wsTarget stri
 	if target == "/" {
 		return out, "target \"/\" would replace the sandbox's root; mount below it", nil
 	}
-	for _, t := range reservedTargets {
+	for _, t := range r.Reserved {
 		if target == t || isUnder(target, t) {
 			return out, fmt.Sprintf("target %q is where launch mounts %s; choose another target", target, t), nil
 		}
@@ -226,66 +234,4 @@ func (r MountRules) checkMount(m DevContainerMount, vc VarContext, wsTarget stri
 		}
 	}
 	return out, "", nil
-}
-
-// planMounts resolves and checks the devcontainer's workspaceMount,
-// workspaceFolder and mounts: a mount breaking a rule is refused (in
-// p.Refused, naming the rule), a malformed one is an error.
-func (p *Plan) planMounts(dc *DevContainer, opts PlanOptions) error {
-	rules := opts.MountRules
-	if rules == nil {
-		home := opts.AileronHome
-		if home == "" {
-			home = os.Getenv("AILERON_HOME")
-		}
-		if home == "" {
-			if h, err := os.UserHomeDir(); err == nil {
-				home = filepath.Join(h, ".aileron")
-			}
-		}
-		r := DefaultMountRules(home)
-		rules = &r
-	}
-	var problems []ConfigProblem
-	check := func(key string, m DevContainerMount, vc VarContext) (Mount, bool) {
-		wsTarget := p.Workspace.Target
-		if key == "workspaceMount" {
-			wsTarget = ""
-		}
-		out, refusal, err := rules.checkMount(m, vc, wsTarget)
-		switch {
-		case err != nil:
-			problems = append(problems, ConfigProblem{Line: m.Line, Column: m.Column, Key: key, Message: err.Error()})
-		case refusal != "":
-			p.Refused = append(p.Refused, ConfigProblem{Line: m.Line, Column: m.Column, Key: key, Message: "refused: " + refusal})
-		default:
-			return out, true
-		}
-		return out, false
-	}
-	vc := p.Vars(opts.LocalEnv, nil)
-	if dc.WorkspaceMount != nil {
-		if dc.WorkspaceMount.Type != "bind" {
-			problems = append(problems, ConfigProblem{Line: dc.WorkspaceMount.Line, Column: dc.WorkspaceMount.Column, Key: "workspaceMount", Message: "must be a bind mount of the project (type=bind)"})
-		} else if ws, ok := check("workspaceMount", *dc.WorkspaceMount, vc); ok {
-			p.Workspace, p.WorkspaceFolder = ws, ws.Target
-		}
-	}
-	if dc.WorkspaceFolder != "" {
-		f := path.Clean(Substitute(dc.WorkspaceFolder, p.Vars(opts.LocalEnv, nil)))
-		if !path.IsAbs(f) {
-			problems = append(problems, ConfigProblem{Key: "workspaceFolder", Message: fmt.Sprintf("%q must be an absolute path inside the sandbox", f)})
-		}
-		p.WorkspaceFolder = f
-	}
-	vc = p.Vars(opts.LocalEnv, nil)
-	for _, m := range dc.Mounts {
-		if out, ok := check("mounts", m, vc); ok {
-			p.Mounts = append(p.Mounts, out)
-		}
-	}
-	if len(problems) > 0 {
-		return &ConfigError{Path: p.DevContainer, Problems: problems}
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package launcher
+package runtime
 
 import (
 	"bytes"
@@ -16,22 +16,22 @@ import (
 )
 
 // RuntimeKind names a container runtime. The zero value is invalid.
-type RuntimeKind string
+type Kind string
 
 // Runtime kinds accepted by --runtime and --sandbox.
 const (
-	RuntimeAuto   RuntimeKind = "auto" // Docker when its engine answers, else Podman
-	RuntimeDocker RuntimeKind = "docker"
-	RuntimePodman RuntimeKind = "podman"
+	Auto   Kind = "auto" // Docker when its engine answers, else Podman
+	Docker Kind = "docker"
+	Podman Kind = "podman"
 )
 
 // String returns the flag spelling.
-func (k RuntimeKind) String() string { return string(k) }
+func (k Kind) String() string { return string(k) }
 
 // ParseRuntimeKind parses "auto", "docker" or "podman".
-func ParseRuntimeKind(s string) (RuntimeKind, error) {
-	switch k := RuntimeKind(strings.ToLower(strings.TrimSpace(s))); k {
-	case RuntimeAuto, RuntimeDocker, RuntimePodman:
+func ParseKind(s string) (Kind, error) {
+	switch k := Kind(strings.ToLower(strings.TrimSpace(s))); k {
+	case Auto, Docker, Podman:
 		return k, nil
 	}
 	return "", fmt.Errorf("unknown container runtime %q; use \"auto\", \"docker\" or \"podman\"", s)
@@ -206,7 +206,7 @@ type Network struct {
 // Runtime drives one container runtime through its CLI.
 type Runtime interface {
 	// Kind is RuntimeDocker or RuntimePodman.
-	Kind() RuntimeKind
+	Kind() Kind
 	// Selection says how the runtime was chosen, for banners and plan.
 	Selection() string
 	// HostAlias is the name the runtime resolves to the host
@@ -253,9 +253,9 @@ type ExecRequest struct {
 }
 
 // RuntimeConfig configures NewRuntime.
-type RuntimeConfig struct {
+type Config struct {
 	// Kind is required: RuntimeAuto probes `docker info`, else uses Podman.
-	Kind RuntimeKind
+	Kind Kind
 	// Logger is required; commands are logged at debug level.
 	Logger *zap.Logger
 	// Exec runs the CLI; nil means ExecCommand.
@@ -269,7 +269,7 @@ type RuntimeConfig struct {
 // NewRuntime returns the runtime cfg selects. Under RuntimeAuto it runs
 // `docker info` and picks Docker when it succeeds, else Podman when the
 // podman binary exists; Selection says which and why.
-func NewRuntime(ctx context.Context, cfg RuntimeConfig) (Runtime, error) {
+func New(ctx context.Context, cfg Config) (Runtime, error) {
 	if cfg.Logger == nil {
 		return nil, errors.New("creating the container runtime: RuntimeConfig.Logger is required")
 	}
@@ -282,16 +282,16 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (Runtime, error) {
 	if cfg.ProbeTimeout <= 0 {
 		cfg.ProbeTimeout = 15 * time.Second
 	}
-	mk := func(kind RuntimeKind, why string) *cliRuntime {
+	mk := func(kind Kind, why string) *cliRuntime {
 		return &cliRuntime{kind: kind, bin: string(kind), why: why, exec: cfg.Exec, log: cfg.Logger.Named("runtime")}
 	}
 	switch cfg.Kind {
-	case RuntimeDocker, RuntimePodman:
+	case Docker, Podman:
 		if _, err := cfg.LookPath(string(cfg.Kind)); err != nil {
 			return nil, fmt.Errorf("finding %s: %w (install it, or choose the other runtime with --runtime)", cfg.Kind, err)
 		}
 		return mk(cfg.Kind, "--runtime "+string(cfg.Kind)), nil
-	case RuntimeAuto:
+	case Auto:
 	default:
 		return nil, fmt.Errorf("creating the container runtime: unknown kind %q; use \"auto\", \"docker\" or \"podman\"", cfg.Kind)
 	}
@@ -302,12 +302,12 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (Runtime, error) {
 		err := cfg.Exec(pctx, Command{Path: "docker", Args: []string{"info", "--format", "{{.ServerVersion}}"}, Stdout: &out, Stderr: &errb})
 		cancel()
 		if err == nil {
-			return mk(RuntimeDocker, fmt.Sprintf("auto: the Docker engine answered (server %s)", strings.TrimSpace(out.String()))), nil
+			return mk(Docker, fmt.Sprintf("auto: the Docker engine answered (server %s)", strings.TrimSpace(out.String()))), nil
 		}
 		dockerWhy = "docker info failed: " + firstLine(errb.String(), err)
 	}
 	if _, err := cfg.LookPath("podman"); err == nil {
-		return mk(RuntimePodman, "auto: "+dockerWhy+"; using Podman"), nil
+		return mk(Podman, "auto: "+dockerWhy+"; using Podman"), nil
 	}
 	return nil, fmt.Errorf("choosing a container runtime: %s, and podman is not installed (start Docker or install Podman)", dockerWhy)
 }

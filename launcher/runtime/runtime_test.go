@@ -1,4 +1,4 @@
-package launcher
+package runtime
 
 import (
 	"context"
@@ -60,11 +60,11 @@ func (f *fakeExec) argv(i int) string {
 
 func lookAll(string) (string, error) { return "/usr/bin/x", nil }
 
-func newFakeRuntime(t *testing.T, kind RuntimeKind, f *fakeExec) Runtime {
+func newFakeRuntime(t *testing.T, kind Kind, f *fakeExec) Runtime {
 	t.Helper()
-	rt, err := NewRuntime(context.Background(), RuntimeConfig{Kind: kind, Logger: zaptest.NewLogger(t), Exec: f.exec, LookPath: lookAll})
+	rt, err := New(context.Background(), Config{Kind: kind, Logger: zaptest.NewLogger(t), Exec: f.exec, LookPath: lookAll})
 	if err != nil {
-		t.Fatalf("NewRuntime(%s): %v", kind, err)
+		t.Fatalf("New(%s): %v", kind, err)
 	}
 	return rt
 }
@@ -74,13 +74,13 @@ func TestNewRuntimeAuto(t *testing.T) {
 		name       string
 		dockerInfo error
 		have       map[string]bool
-		wantKind   RuntimeKind
+		wantKind   Kind
 		wantWhy    string
 		wantErr    string
 	}{
-		{"docker answers", nil, map[string]bool{"docker": true, "podman": true}, RuntimeDocker, "auto: the Docker engine answered (server 20.10.24)", ""},
-		{"docker down, podman present", &ExitError{Code: 1}, map[string]bool{"docker": true, "podman": true}, RuntimePodman, "auto: docker info failed: Cannot connect to the Docker daemon; using Podman", ""},
-		{"no docker binary", nil, map[string]bool{"podman": true}, RuntimePodman, "auto: docker not found on PATH; using Podman", ""},
+		{"docker answers", nil, map[string]bool{"docker": true, "podman": true}, Docker, "auto: the Docker engine answered (server 20.10.24)", ""},
+		{"docker down, podman present", &ExitError{Code: 1}, map[string]bool{"docker": true, "podman": true}, Podman, "auto: docker info failed: Cannot connect to the Docker daemon; using Podman", ""},
+		{"no docker binary", nil, map[string]bool{"podman": true}, Podman, "auto: docker not found on PATH; using Podman", ""},
 		{"nothing", &ExitError{Code: 1}, map[string]bool{"docker": true}, "", "", "docker info failed: Cannot connect to the Docker daemon, and podman is not installed (start Docker or install Podman)"},
 	}
 	for _, tc := range tests {
@@ -97,18 +97,18 @@ func TestNewRuntimeAuto(t *testing.T) {
 				}
 				return "", exec.ErrNotFound
 			}
-			rt, err := NewRuntime(context.Background(), RuntimeConfig{Kind: RuntimeAuto, Logger: zaptest.NewLogger(t), Exec: f.exec, LookPath: look})
+			rt, err := New(context.Background(), Config{Kind: Auto, Logger: zaptest.NewLogger(t), Exec: f.exec, LookPath: look})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("NewRuntime err = %v, want %q", err, tc.wantErr)
+					t.Fatalf("New err = %v, want %q", err, tc.wantErr)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("NewRuntime: %v", err)
+				t.Fatalf("New: %v", err)
 			}
 			if rt.Kind() != tc.wantKind || rt.Selection() != tc.wantWhy {
-				t.Errorf("NewRuntime = %s (%q), want %s (%q)", rt.Kind(), rt.Selection(), tc.wantKind, tc.wantWhy)
+				t.Errorf("New = %s (%q), want %s (%q)", rt.Kind(), rt.Selection(), tc.wantKind, tc.wantWhy)
 			}
 			if tc.have["docker"] && f.argv(0) != "docker info --format {{.ServerVersion}}" {
 				t.Errorf("probe = %q, want docker info", f.argv(0))
@@ -119,18 +119,18 @@ func TestNewRuntimeAuto(t *testing.T) {
 
 func TestNewRuntimeExplicit(t *testing.T) {
 	missing := func(string) (string, error) { return "", exec.ErrNotFound }
-	_, err := NewRuntime(context.Background(), RuntimeConfig{Kind: RuntimePodman, Logger: zaptest.NewLogger(t), LookPath: missing})
+	_, err := New(context.Background(), Config{Kind: Podman, Logger: zaptest.NewLogger(t), LookPath: missing})
 	if err == nil || !strings.Contains(err.Error(), "finding podman") || !strings.Contains(err.Error(), "--runtime") {
-		t.Errorf("NewRuntime(podman, not installed) err = %v, want a fix naming --runtime", err)
+		t.Errorf("New(podman, not installed) err = %v, want a fix naming --runtime", err)
 	}
-	if _, err := NewRuntime(context.Background(), RuntimeConfig{Kind: RuntimeDocker}); err == nil {
-		t.Errorf("NewRuntime without a Logger succeeded")
+	if _, err := New(context.Background(), Config{Kind: Docker}); err == nil {
+		t.Errorf("New without a Logger succeeded")
 	}
-	if _, err := NewRuntime(context.Background(), RuntimeConfig{Logger: zaptest.NewLogger(t)}); err == nil {
-		t.Errorf("NewRuntime with the zero Kind succeeded")
+	if _, err := New(context.Background(), Config{Logger: zaptest.NewLogger(t)}); err == nil {
+		t.Errorf("New with the zero Kind succeeded")
 	}
 	f := &fakeExec{}
-	rt := newFakeRuntime(t, RuntimePodman, f)
+	rt := newFakeRuntime(t, Podman, f)
 	if len(f.calls) != 0 || rt.Selection() != "--runtime podman" || rt.HostAlias() != "host.containers.internal" {
 		t.Errorf("explicit podman: calls %d, selection %q, alias %q", len(f.calls), rt.Selection(), rt.HostAlias())
 	}
@@ -138,29 +138,21 @@ func TestNewRuntimeExplicit(t *testing.T) {
 
 func TestParseKinds(t *testing.T) {
 	for _, s := range []string{"auto", "Docker", " podman "} {
-		if _, err := ParseRuntimeKind(s); err != nil {
-			t.Errorf("ParseRuntimeKind(%q): %v", s, err)
+		if _, err := ParseKind(s); err != nil {
+			t.Errorf("ParseKind(%q): %v", s, err)
 		}
 	}
-	if _, err := ParseRuntimeKind("containerd"); err == nil || !strings.Contains(err.Error(), `use "auto", "docker" or "podman"`) {
-		t.Errorf("ParseRuntimeKind(containerd) err = %v", err)
-	}
-	for _, s := range []string{"auto", "always", "never"} {
-		if p, err := ParseBuildPolicy(s); err != nil || p.String() != s {
-			t.Errorf("ParseBuildPolicy(%q) = %q, %v", s, p, err)
-		}
-	}
-	if _, err := ParseBuildPolicy(""); err == nil {
-		t.Errorf("ParseBuildPolicy(\"\") succeeded; the zero policy must be invalid")
+	if _, err := ParseKind("containerd"); err == nil || !strings.Contains(err.Error(), `use "auto", "docker" or "podman"`) {
+		t.Errorf("ParseKind(containerd) err = %v", err)
 	}
 }
 
 func TestBuildArgv(t *testing.T) {
 	f := &fakeExec{}
-	rt := newFakeRuntime(t, RuntimeDocker, f)
+	rt := newFakeRuntime(t, Docker, f)
 	err := rt.Build(context.Background(), BuildRequest{
 		Tag: "aileron/x:1", Dockerfile: "/p/.devcontainer/Dockerfile", Context: "/p",
-		Args: map[string]string{"B": "2", "A": "x y"}, Labels: map[string]string{LabelManaged: "true"},
+		Args: map[string]string{"B": "2", "A": "x y"}, Labels: map[string]string{labelManaged: "true"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -182,15 +174,15 @@ func TestBuildArgv(t *testing.T) {
 
 func TestRunArgvKeepsSecretsOutOfArgv(t *testing.T) {
 	f := &fakeExec{respond: func(Command) (string, string, error) { return "", "", &ExitError{Code: 3} }}
-	rt := newFakeRuntime(t, RuntimePodman, f)
+	rt := newFakeRuntime(t, Podman, f)
 	const secret = "s3cr3t-proxy-password"
 	code, err := rt.Run(context.Background(), RunRequest{
 		Image: "img:1", Entrypoint: "/bin/sh", Cmd: []string{"-c", "exit 3"},
 		Name: "aileron-s1", Network: "aileron-net", AddHosts: map[string]string{"host.containers.internal": "10.89.0.1"},
-		User: "1000:1000", Workdir: WorkspacePath,
+		User: "1000:1000", Workdir: workspacePath,
 		Env:    map[string]string{"HTTPS_PROXY": "http://s1:" + secret + "@10.89.0.1:3128", "A": "1"},
-		Mounts: []Mount{{Source: "/p", Target: WorkspacePath}, {Source: "/h/tools.txt", Target: "/etc/aileron/tools.txt", ReadOnly: true}},
-		Labels: map[string]string{LabelManaged: "true"}, Interactive: true, TTY: true,
+		Mounts: []Mount{{Source: "/p", Target: workspacePath}, {Source: "/h/tools.txt", Target: "/etc/aileron/tools.txt", ReadOnly: true}},
+		Labels: map[string]string{labelManaged: "true"}, Interactive: true, TTY: true,
 	})
 	if err != nil || code != 3 {
 		t.Fatalf("Run = %d, %v; want the container's status 3", code, err)
@@ -202,8 +194,8 @@ func TestRunArgvKeepsSecretsOutOfArgv(t *testing.T) {
 	}
 	envFile := args[indexOf(args, "--env-file")+1]
 	wantArgs := []string{"run", "--rm", "--name", "aileron-s1", "--label", "dev.aileron.managed=true", "--network", "aileron-net",
-		"--add-host", "host.containers.internal:10.89.0.1", "--user", "1000:1000", "--workdir", WorkspacePath, "--entrypoint", "/bin/sh",
-		"--mount", "type=bind,source=/p,target=" + WorkspacePath, "--mount", "type=bind,source=/h/tools.txt,target=/etc/aileron/tools.txt,readonly",
+		"--add-host", "host.containers.internal:10.89.0.1", "--user", "1000:1000", "--workdir", workspacePath, "--entrypoint", "/bin/sh",
+		"--mount", "type=bind,source=/p,target=" + workspacePath, "--mount", "type=bind,source=/h/tools.txt,target=/etc/aileron/tools.txt,readonly",
 		"--env-file", envFile, "--interactive", "--tty", "img:1", "-c", "exit 3"}
 	if !reflect.DeepEqual(args, wantArgs) {
 		t.Errorf("run argv =\n%q\nwant\n%q", args, wantArgs)
@@ -218,7 +210,7 @@ func TestRunArgvKeepsSecretsOutOfArgv(t *testing.T) {
 
 func TestRunRejectsBadInput(t *testing.T) {
 	f := &fakeExec{}
-	rt := newFakeRuntime(t, RuntimeDocker, f)
+	rt := newFakeRuntime(t, Docker, f)
 	for name, req := range map[string]RunRequest{
 		"comma in mount":     {Image: "i", Mounts: []Mount{{Source: "/a,b", Target: "/w"}}},
 		"bad env name":       {Image: "i", Env: map[string]string{"A=B": "x"}},
@@ -237,19 +229,19 @@ func TestRunRejectsBadInput(t *testing.T) {
 
 func TestImageExists(t *testing.T) {
 	tests := []struct {
-		kind    RuntimeKind
+		kind    Kind
 		stderr  string
 		err     error
 		want    bool
 		wantErr bool
 		argv    string
 	}{
-		{RuntimeDocker, "", nil, true, false, "docker image inspect --format {{.Id}} a:1"},
-		{RuntimeDocker, "Error: No such image: a:1", &ExitError{Code: 1}, false, false, ""},
-		{RuntimeDocker, "Cannot connect to the Docker daemon", &ExitError{Code: 1}, false, true, ""},
-		{RuntimePodman, "", nil, true, false, "podman image exists a:1"},
-		{RuntimePodman, "", &ExitError{Code: 1}, false, false, ""},
-		{RuntimePodman, "Error: database is locked", &ExitError{Code: 125}, false, true, ""},
+		{Docker, "", nil, true, false, "docker image inspect --format {{.Id}} a:1"},
+		{Docker, "Error: No such image: a:1", &ExitError{Code: 1}, false, false, ""},
+		{Docker, "Cannot connect to the Docker daemon", &ExitError{Code: 1}, false, true, ""},
+		{Podman, "", nil, true, false, "podman image exists a:1"},
+		{Podman, "", &ExitError{Code: 1}, false, false, ""},
+		{Podman, "Error: database is locked", &ExitError{Code: 125}, false, true, ""},
 	}
 	for _, tc := range tests {
 		f := &fakeExec{respond: func(Command) (string, string, error) { return "", tc.stderr, tc.err }}
@@ -268,14 +260,14 @@ func TestNetworkCreate(t *testing.T) {
 	const dockerInspect = `[{"Name":"n","IPAM":{"Driver":"default","Config":[{"Subnet":"fd00::/64","Gateway":"fd00::1"},{"Subnet":"172.18.0.0/16","Gateway":"172.18.0.1"}]}}]`
 	const podmanInspect = `[{"name":"n","driver":"bridge","network_interface":"podman1","subnets":[{"subnet":"10.89.0.0/24","gateway":"10.89.0.1"}],"internal":true,"dns_enabled":false}]`
 	tests := []struct {
-		kind       RuntimeKind
+		kind       Kind
 		disableDNS bool
 		inspect    string
 		wantArgv   string
 		want       Network
 	}{
-		{RuntimeDocker, true, dockerInspect, "docker network create --internal --label dev.aileron.managed=true n", Network{"n", "172.18.0.0/16", "172.18.0.1"}},
-		{RuntimePodman, false, podmanInspect, "podman network create --internal --label dev.aileron.managed=true n", Network{"n", "10.89.0.0/24", "10.89.0.1"}},
+		{Docker, true, dockerInspect, "docker network create --internal --label dev.aileron.managed=true n", Network{"n", "172.18.0.0/16", "172.18.0.1"}},
+		{Podman, false, podmanInspect, "podman network create --internal --label dev.aileron.managed=true n", Network{"n", "10.89.0.0/24", "10.89.0.1"}},
 	}
 	for _, tc := range tests {
 		f := &fakeExec{respond: func(c Command) (string, string, error) {
@@ -285,7 +277,7 @@ func TestNetworkCreate(t *testing.T) {
 			return "", "", nil
 		}}
 		rt := newFakeRuntime(t, tc.kind, f)
-		n, err := rt.NetworkCreate(context.Background(), NetworkRequest{Name: "n", Internal: true, DisableDNS: tc.disableDNS, Labels: map[string]string{LabelManaged: "true"}})
+		n, err := rt.NetworkCreate(context.Background(), NetworkRequest{Name: "n", Internal: true, DisableDNS: tc.disableDNS, Labels: map[string]string{labelManaged: "true"}})
 		if err != nil {
 			t.Fatalf("%s NetworkCreate: %v", tc.kind, err)
 		}
@@ -307,7 +299,7 @@ func TestNetworkCreate(t *testing.T) {
 		}
 		return "", "", nil
 	}}
-	rt := newFakeRuntime(t, RuntimePodman, f)
+	rt := newFakeRuntime(t, Podman, f)
 	n, err := rt.NetworkCreate(context.Background(), NetworkRequest{Name: "n", Internal: true, DisableDNS: true})
 	if err != nil {
 		t.Fatalf("podman NetworkCreate: %v", err)
@@ -337,7 +329,7 @@ func TestNetworkCreate(t *testing.T) {
 		}
 		return "", "", nil
 	}}
-	rt = newFakeRuntime(t, RuntimeDocker, f)
+	rt = newFakeRuntime(t, Docker, f)
 	if _, err := rt.NetworkCreate(context.Background(), NetworkRequest{Name: "n"}); err == nil {
 		t.Fatal("NetworkCreate with no IPv4 gateway succeeded")
 	}
@@ -362,7 +354,7 @@ func TestContainerRemoveIgnoresMissing(t *testing.T) {
 	f := &fakeExec{respond: func(Command) (string, string, error) {
 		return "", "Error: No such container: c1", &ExitError{Code: 1}
 	}}
-	rt := newFakeRuntime(t, RuntimeDocker, f)
+	rt := newFakeRuntime(t, Docker, f)
 	if err := rt.ContainerRemove(context.Background(), "c1"); err != nil {
 		t.Errorf("ContainerRemove(missing) = %v, want nil", err)
 	}
@@ -377,7 +369,7 @@ func TestContainerRemoveIgnoresMissing(t *testing.T) {
 // exec and stop of a missing container, exec in a stopped one, an rm
 // racing another), except the OCI runtime's exec race, taken from the
 // containerd and runc binaries.
-var containerMessages = []struct {
+var containerWordings = []struct {
 	name, stderr  string
 	gone, stopped bool
 }{
@@ -399,13 +391,14 @@ var containerMessages = []struct {
 // that is gone (removal succeeded, sandbox calls answer SANDBOX_GONE) or
 // stopped (only the latter).
 func TestContainerGoneMessages(t *testing.T) {
-	for _, tc := range containerMessages {
+	for _, tc := range containerWordings {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := isContainerGone(tc.stderr); got != tc.gone {
-				t.Errorf("isContainerGone(%q) = %v, want %v", tc.stderr, got, tc.gone)
+			state := ContainerStateOf(tc.stderr)
+			if got := state == ContainerGone; got != tc.gone {
+				t.Errorf("ContainerStateOf(%q) = %s, want gone %v", tc.stderr, state, tc.gone)
 			}
-			if got := isContainerStopped(tc.stderr); got != tc.stopped {
-				t.Errorf("isContainerStopped(%q) = %v, want %v", tc.stderr, got, tc.stopped)
+			if got := state == ContainerStopped; got != tc.stopped {
+				t.Errorf("ContainerStateOf(%q) = %s, want stopped %v", tc.stderr, state, tc.stopped)
 			}
 		})
 	}
@@ -415,12 +408,12 @@ func TestContainerGoneMessages(t *testing.T) {
 // runtime says the container is gone, with either runtime's wording, and
 // not when it is merely stopped (then it is still there).
 func TestContainerRemoveGone(t *testing.T) {
-	for _, tc := range containerMessages {
+	for _, tc := range containerWordings {
 		if tc.stderr == "" {
 			continue
 		}
 		t.Run(tc.name, func(t *testing.T) {
-			for _, kind := range []RuntimeKind{RuntimeDocker, RuntimePodman} {
+			for _, kind := range []Kind{Docker, Podman} {
 				f := &fakeExec{respond: func(Command) (string, string, error) { return "", tc.stderr, &ExitError{Code: 1} }}
 				err := newFakeRuntime(t, kind, f).ContainerRemove(context.Background(), "c1")
 				if (err == nil) != tc.gone {
@@ -460,11 +453,11 @@ func indexOf(list []string, s string) int {
 
 func TestContainerRemoveDoesNotWaitOnPodman(t *testing.T) {
 	for _, tc := range []struct {
-		kind RuntimeKind
+		kind Kind
 		want string
 	}{
-		{RuntimeDocker, "rm --force c1"},
-		{RuntimePodman, "rm --force --time 0 c1"},
+		{Docker, "rm --force c1"},
+		{Podman, "rm --force --time 0 c1"},
 	} {
 		f := &fakeExec{}
 		rt := newFakeRuntime(t, tc.kind, f)
@@ -481,9 +474,9 @@ func TestContainerRemoveDoesNotWaitOnPodman(t *testing.T) {
 // on both runtimes (teardown would otherwise retry until its timeout);
 // other failures still fail.
 func TestNetworkRemoveGone(t *testing.T) {
-	for kind, stderr := range map[RuntimeKind]string{
-		RuntimeDocker: "Error response from daemon: network aileron-x not found\n",
-		RuntimePodman: "Error: unable to find network with name or ID aileron-x: network not found\n",
+	for kind, stderr := range map[Kind]string{
+		Docker: "Error response from daemon: network aileron-x not found\n",
+		Podman: "Error: unable to find network with name or ID aileron-x: network not found\n",
 	} {
 		f := &fakeExec{respond: func(Command) (string, string, error) { return "", stderr, &ExitError{Code: 1} }}
 		if err := newFakeRuntime(t, kind, f).NetworkRemove(context.Background(), "aileron-x"); err != nil {
@@ -496,4 +489,20 @@ func TestNetworkRemoveGone(t *testing.T) {
 			t.Errorf("%s: NetworkRemove with active endpoints = nil, want the error", kind)
 		}
 	}
+}
+
+// labelManaged and workspacePath are the launcher's label and workspace
+// path, as the requests it builds carry them.
+const (
+	labelManaged  = "dev.aileron.managed"
+	workspacePath = "/home/agent/workspace"
+)
+
+// allArgv is every call's argv, one a line.
+func allArgv(f *fakeExec) string {
+	var b strings.Builder
+	for i := range f.calls {
+		b.WriteString(f.argv(i) + "\n")
+	}
+	return b.String()
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package launcher
+package guard
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 // transaction, replacing a previous table of the same name, then reads it
 // back and fails unless the kernel holds exactly rs. It needs CAP_NET_ADMIN
 // in the namespace; the holder container has it, the agent's does not.
-func ApplyGuard(rs *GuardRuleset) error {
+func Apply(rs *Ruleset) error {
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("installing the egress guard: opening netlink: %w", err)
@@ -33,7 +33,7 @@ func ApplyGuard(rs *GuardRuleset) error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("installing the egress guard: the kernel refused the nftables ruleset: %w (the runtime must grant CAP_NET_ADMIN to the holder container and the kernel must support nf_tables with nft_reject_inet and nf_conntrack)", err)
 	}
-	got, err := ReadGuard()
+	got, err := Read()
 	if err != nil {
 		return err
 	}
@@ -45,34 +45,34 @@ func ApplyGuard(rs *GuardRuleset) error {
 
 // ReadGuard reads the guard table back from the current network namespace,
 // rendered as GuardRuleset.Lines renders it (chains sorted by name).
-func ReadGuard() ([]string, error) {
+func Read() ([]string, error) {
 	c, err := nftables.New()
 	if err != nil {
 		return nil, fmt.Errorf("reading the egress guard: opening netlink: %w", err)
 	}
-	t, err := c.ListTableOfFamily(GuardTable, nftables.TableFamilyINet)
+	t, err := c.ListTableOfFamily(Table, nftables.TableFamilyINet)
 	if err != nil || t == nil {
-		return nil, errors.Join(errors.New("reading the egress guard: no table inet "+GuardTable+" in this network namespace"), err)
+		return nil, errors.Join(errors.New("reading the egress guard: no table inet "+Table+" in this network namespace"), err)
 	}
 	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	if err != nil {
 		return nil, fmt.Errorf("reading the egress guard: listing chains: %w", err)
 	}
-	rs := &GuardRuleset{Table: t}
+	rs := &Ruleset{Table: t}
 	for _, ch := range chains {
-		if ch.Table == nil || ch.Table.Name != GuardTable {
+		if ch.Table == nil || ch.Table.Name != Table {
 			continue
 		}
 		rules, err := c.GetRules(t, ch)
 		if err != nil {
 			return nil, fmt.Errorf("reading the egress guard: listing the rules of chain %s: %w", ch.Name, err)
 		}
-		gc := GuardChain{Chain: ch}
+		gc := Chain{Chain: ch}
 		for _, r := range rules {
 			gc.Rules = append(gc.Rules, r.Exprs)
 		}
 		rs.Chains = append(rs.Chains, gc)
 	}
-	slices.SortFunc(rs.Chains, func(a, b GuardChain) int { return strings.Compare(a.Chain.Name, b.Chain.Name) })
+	slices.SortFunc(rs.Chains, func(a, b Chain) int { return strings.Compare(a.Chain.Name, b.Chain.Name) })
 	return rs.Lines(), nil
 }

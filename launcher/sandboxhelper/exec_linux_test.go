@@ -1,4 +1,4 @@
-package launcher
+package sandboxhelper
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // so the helper is not a test that reports SKIP in every run.
 func TestMain(m *testing.M) {
 	if os.Getenv("AILERON_TEST_EXEC_HELPER") == "1" {
-		os.Exit(RunSandboxExec(os.Stdin, os.Stdout))
+		os.Exit(RunExec(os.Stdin, os.Stdout))
 	}
 	if os.Getenv("AILERON_TEST_HOLD") == "1" {
 		os.Exit(holdReapsOrphan())
@@ -48,7 +48,7 @@ func holdReapsOrphan() int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	held := make(chan struct{})
-	go func() { SandboxHold(ctx); close(held) }()
+	go func() { Hold(ctx); close(held) }()
 	defer func() { cancel(); <-held }()
 	proc := "/proc/" + strings.TrimSpace(string(out))
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -73,7 +73,7 @@ func TestSandboxHoldReapsOrphans(t *testing.T) {
 // execHelper runs RunSandboxExec in a child process (it makes itself a
 // subreaper and kills its descendants), as `internal sandbox exec` does in
 // the container; closing the returned stdin aborts it.
-func execHelper(t *testing.T, req helperExecRequest) (stdin io.WriteCloser, result <-chan *api.SandboxExecResult) {
+func execHelper(t *testing.T, req ExecRequest) (stdin io.WriteCloser, result <-chan *api.SandboxExecResult) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "AILERON_TEST_EXEC_HELPER=1")
@@ -129,7 +129,7 @@ func TestSandboxExecHelper(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "marker")
 	t.Run("exit and env", func(t *testing.T) {
 		t.Setenv("BASE_VAR", "base")
-		in, res := execHelper(t, helperExecRequest{Command: `echo "$BASE_VAR $OVER"; echo e >&2; exit 3`, Env: map[string]string{"OVER": "over"}})
+		in, res := execHelper(t, ExecRequest{Command: `echo "$BASE_VAR $OVER"; echo e >&2; exit 3`, Env: map[string]string{"OVER": "over"}})
 		defer in.Close()
 		r := waitResult(t, res, 10*time.Second)
 		if r.ExitCode != 3 || r.Stdout != "base over\n" || r.Stderr != "e\n" || r.TimedOut {
@@ -138,7 +138,7 @@ func TestSandboxExecHelper(t *testing.T) {
 	})
 	t.Run("timeout", func(t *testing.T) {
 		start := time.Now()
-		in, res := execHelper(t, helperExecRequest{Command: "trap 'exit 0' TERM; set -m; (sleep 2; touch " + marker + ") & sleep 30 & wait", TimeoutMs: 300})
+		in, res := execHelper(t, ExecRequest{Command: "trap 'exit 0' TERM; set -m; (sleep 2; touch " + marker + ") & sleep 30 & wait", TimeoutMs: 300})
 		defer in.Close()
 		r := waitResult(t, res, 10*time.Second)
 		if d := time.Since(start); d > 1500*time.Millisecond {
@@ -154,7 +154,7 @@ func TestSandboxExecHelper(t *testing.T) {
 	})
 	t.Run("background child", func(t *testing.T) {
 		start := time.Now()
-		in, res := execHelper(t, helperExecRequest{Command: "set -m; sleep 8 & echo started"})
+		in, res := execHelper(t, ExecRequest{Command: "set -m; sleep 8 & echo started"})
 		defer in.Close()
 		if r := waitResult(t, res, 5*time.Second); r.Stdout != "started\n" || time.Since(start) > 2*time.Second {
 			t.Errorf("result = %+v after %s", r, time.Since(start))
@@ -163,7 +163,7 @@ func TestSandboxExecHelper(t *testing.T) {
 	t.Run("abort", func(t *testing.T) {
 		m := marker + "-abort"
 		// SIGTERM is ignored: SIGKILL follows ExecKillGrace later.
-		in, res := execHelper(t, helperExecRequest{Command: "trap '' TERM; sleep 3; touch " + m})
+		in, res := execHelper(t, ExecRequest{Command: "trap '' TERM; sleep 3; touch " + m})
 		time.Sleep(200 * time.Millisecond)
 		in.Close()
 		if r := waitResult(t, res, 5*time.Second); r != nil {
@@ -179,7 +179,7 @@ func TestSandboxExecHelper(t *testing.T) {
 		// at the end of stderr names the cut streams and the cap.
 		note := fmt.Sprintf("exceeded %d bytes (16 MiB), the cap of each stream; the rest was dropped\n", api.SandboxExecMaxOutput)
 		cmd := fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a; echo done >&2; exit 5", api.SandboxExecMaxOutput+1000)
-		in, res := execHelper(t, helperExecRequest{Command: cmd})
+		in, res := execHelper(t, ExecRequest{Command: cmd})
 		defer in.Close()
 		r := waitResult(t, res, 30*time.Second)
 		if len(r.Stdout) != api.SandboxExecMaxOutput || strings.Trim(r.Stdout, "a") != "" || !r.Truncated || r.ExitCode != 5 {
@@ -189,7 +189,7 @@ func TestSandboxExecHelper(t *testing.T) {
 			t.Errorf("stderr = %q, want %q", r.Stderr, want)
 		}
 		cmd = fmt.Sprintf("head -c %d /dev/zero | tr '\\0' e >&2", api.SandboxExecMaxOutput+1)
-		in2, res2 := execHelper(t, helperExecRequest{Command: cmd})
+		in2, res2 := execHelper(t, ExecRequest{Command: cmd})
 		defer in2.Close()
 		r = waitResult(t, res2, 30*time.Second)
 		prefix, tail, _ := strings.Cut(r.Stderr, "\n")

@@ -1,4 +1,4 @@
-package launcher
+package guard
 
 import (
 	"bytes"
@@ -6,20 +6,21 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"github.com/aileron-dev/aileron-proxy/launcher/runtime"
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
+
 	"strings"
 )
 
 // GuardTable is the nftables table (family inet: IPv4 and IPv6) the egress
 // guard installs in the sandbox's network namespace.
-const GuardTable = "aileron_guard"
+const Table = "aileron_guard"
 
 // GuardBinaryPath is where the guard helper (a static aileron-proxy) is
 // mounted, read-only, in the holder container.
-const GuardBinaryPath = "/.aileron/aileron-proxy"
+const BinaryPath = "/.aileron/aileron-proxy"
 
 // guardHelperArgs are the hidden subcommand the holder runs: `hold` keeps
 // the namespace alive, `apply` installs and verifies the rules, `show`
@@ -27,7 +28,7 @@ const GuardBinaryPath = "/.aileron/aileron-proxy"
 var guardHelperArgs = []string{"internal", "guard"}
 
 // GuardRequest configures StartGuard.
-type GuardRequest struct {
+type Request struct {
 	// Name is the holder container's name; required.
 	Name string
 	// Image runs the holder; any image will do (the helper is static and
@@ -65,27 +66,27 @@ type Guard struct {
 // run in the namespace. stop removes the holder; it is non-nil whenever
 // the holder may have been created, also on error, and the caller must
 // call it then too.
-func StartGuard(ctx context.Context, rt Runtime, req GuardRequest) (g *Guard, stop func(context.Context) error, err error) {
+func Start(ctx context.Context, rt runtime.Runtime, req Request) (g *Guard, stop func(context.Context) error, err error) {
 	if req.Name == "" || req.Image == "" || req.Network == "" || req.Binary == "" {
 		return nil, nil, errors.New("starting the egress guard: GuardRequest needs Name, Image, Network and Binary")
 	}
-	if _, err := GuardRules(req.Allow); err != nil {
+	if _, err := Rules(req.Allow); err != nil {
 		return nil, nil, err
 	}
 	hold := append(slices.Clone(guardHelperArgs), "hold")
 	stop = func(ctx context.Context) error { return rt.ContainerRemove(ctx, req.Name) }
 	var out bytes.Buffer
-	code, err := rt.Run(ctx, RunRequest{
-		Image: req.Image, Entrypoint: GuardBinaryPath, Cmd: hold,
+	code, err := rt.Run(ctx, runtime.RunRequest{
+		Image: req.Image, Entrypoint: BinaryPath, Cmd: hold,
 		Name: req.Name, Network: req.Network, AddHosts: req.AddHosts, User: "0:0",
-		Mounts:      []Mount{{Source: req.Binary, Target: GuardBinaryPath, ReadOnly: true}},
+		Mounts:      []runtime.Mount{{Source: req.Binary, Target: BinaryPath, ReadOnly: true}},
 		Labels:      req.Labels,
 		Detach:      true,
 		DropAllCaps: true, CapAdd: []string{"NET_ADMIN"}, NoNewPrivileges: true, PidsLimit: 64,
 		Stdout: &out, Stderr: &out,
 	})
 	if err == nil && code != 0 {
-		err = fmt.Errorf("%s run exited %d: %s", rt.Kind(), code, lastLines(out.String(), 3))
+		err = fmt.Errorf("%s run exited %d: %s", rt.Kind(), code, runtime.LastLines(out.String(), 3))
 	}
 	if err != nil {
 		return nil, stop, fmt.Errorf("starting the egress guard's holder container %s: %w; the agent was not started", req.Name, err)
@@ -96,7 +97,7 @@ func StartGuard(ctx context.Context, rt Runtime, req GuardRequest) (g *Guard, st
 	}
 	out.Reset()
 	var errb bytes.Buffer
-	code, err = rt.Exec(ctx, ExecRequest{Container: req.Name, Cmd: append([]string{GuardBinaryPath}, apply...), Stdout: &out, Stderr: &errb})
+	code, err = rt.Exec(ctx, runtime.ExecRequest{Container: req.Name, Cmd: append([]string{BinaryPath}, apply...), Stdout: &out, Stderr: &errb})
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit status %d: %s", code, strings.TrimSpace(errb.String()))
 	}
@@ -106,24 +107,24 @@ func StartGuard(ctx context.Context, rt Runtime, req GuardRequest) (g *Guard, st
 	// apply verified, inside the namespace, that the kernel holds exactly
 	// the rules; what it printed is that read-back.
 	got := strings.Split(strings.TrimSpace(out.String()), "\n")
-	return &Guard{Container: req.Name, NetworkMode: "container:" + req.Name, Rules: got, Summary: GuardSummary(req.Allow)}, stop, nil
+	return &Guard{Container: req.Name, NetworkMode: "container:" + req.Name, Rules: got, Summary: Summary(req.Allow)}, stop, nil
 }
 
 // EnvGuardBinary names a static aileron-proxy to run as the egress guard's
 // helper instead of the running binary (needed when that one is dynamically
 // linked).
-const EnvGuardBinary = "AILERON_GUARD_BINARY"
+const EnvBinary = "AILERON_GUARD_BINARY"
 
 // GuardHelper returns the guard helper's path: override when set (the
 // value of EnvGuardBinary), else the running binary. It must be a
 // statically linked ELF file, which the holder container can run whatever
 // its image; a dynamically linked build (cgo) is refused with the fix.
-func GuardHelper(override string) (string, error) {
+func Helper(override string) (string, error) {
 	exe := override
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
-			return "", fmt.Errorf("finding this binary for the egress guard: %w (set %s to a static aileron-proxy)", err, EnvGuardBinary)
+			return "", fmt.Errorf("finding this binary for the egress guard: %w (set %s to a static aileron-proxy)", err, EnvBinary)
 		}
 	}
 	return exe, IsStaticELF(exe)
@@ -139,7 +140,7 @@ func IsStaticELF(path string) error {
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked, and the egress guard runs it inside the sandbox's holder container: rebuild it static with CGO_ENABLED=0 go build ./cmd/aileron-proxy (make build does), or set %s to a static build", path, EnvGuardBinary)
+			return fmt.Errorf("%s is dynamically linked, and the egress guard runs it inside the sandbox's holder container: rebuild it static with CGO_ENABLED=0 go build ./cmd/aileron-proxy (make build does), or set %s to a static build", path, EnvBinary)
 		}
 	}
 	return nil
@@ -147,7 +148,7 @@ func IsStaticELF(path string) error {
 
 // GuardSummary says in one line what the guard lets out, for the launch
 // banner and `sandbox plan`.
-func GuardSummary(allow []netip.AddrPort) string {
+func Summary(allow []netip.AddrPort) string {
 	eps := make([]string, len(allow))
 	for i, ap := range allow {
 		eps[i] = ap.String()
@@ -156,23 +157,4 @@ func GuardSummary(allow []netip.AddrPort) string {
 		eps = []string{"the proxy relay and the API relay on the network's gateway"}
 	}
 	return "on: TCP to " + strings.Join(eps, " and ") + " only; everything else (other host ports and addresses, other containers, DNS, IPv6) is refused"
-}
-
-// hardeningSummary says how the agent's container is confined under p.
-func hardeningSummary(p *Plan) string {
-	return "all capabilities dropped, no-new-privileges, pids limit " + p.pidsLimit() + ", never privileged"
-}
-
-// pidsLimit is the agent container's effective pids limit: the
-// devcontainer's runArgs --pids-limit when it sets one (runArgs come last
-// on the run line, so that value wins), else DefaultPidsLimit. RunArgs
-// hold flags with values only as --flag=value (allowedFlags).
-func (p *Plan) pidsLimit() string {
-	limit := strconv.Itoa(DefaultPidsLimit)
-	for _, a := range p.RunArgs {
-		if v, ok := strings.CutPrefix(a, "--pids-limit="); ok {
-			limit = v + " (runArgs)"
-		}
-	}
-	return limit
 }
