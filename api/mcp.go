@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aileron-dev/aileron-proxy/actions"
+	"github.com/aileron-dev/aileron-proxy/approval"
 	"github.com/aileron-dev/aileron-proxy/mcpserver"
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/session"
@@ -61,6 +62,10 @@ func (s *Server) serveMCP(c echo.Context) error {
 	return nil
 }
 
+// mcpProgressInterval is how often a waiting MCP call reports progress;
+// tests shorten it.
+var mcpProgressInterval = mcpserver.DefaultProgressInterval
+
 // mcpFor returns the MCP server of sess, creating it on first use.
 func (s *Server) mcpFor(sess *session.Session) *mcpSession {
 	s.mcp.mu.Lock()
@@ -75,9 +80,19 @@ func (s *Server) mcpFor(sess *session.Session) *mcpSession {
 		// Calls go to this API's own run endpoint in process, with the
 		// token the MCP request carried: the same authentication, policy,
 		// approvals and audit as a shim's call.
-		APIURL:    "http://127.0.0.1/v1",
-		HTTP:      &http.Client{Transport: inProcess{h: s.e}},
-		SessionID: sess.ID,
+		APIURL:           "http://127.0.0.1/v1",
+		HTTP:             &http.Client{Transport: inProcess{h: s.e}},
+		SessionID:        sess.ID,
+		ProgressInterval: mcpProgressInterval,
+		Held: func() []string {
+			var held []string
+			for _, p := range s.cfg.Approvals.List(approval.StatePending) {
+				if p.SessionID == sess.ID {
+					held = append(held, p.HeldLine())
+				}
+			}
+			return held
+		},
 		Token: func(req *mcp.CallToolRequest) string {
 			if req.Extra == nil {
 				return ""

@@ -281,3 +281,45 @@ func TestMCPThroughRelayHost(t *testing.T) {
 		t.Errorf("initialize without the token = %d, want 401", code)
 	}
 }
+
+// TestMCPProgressNamesTheHeldRequest: while a call waits for a person, its
+// progress notifications say which approval holds it and what it sends.
+func TestMCPProgressNamesTheHeldRequest(t *testing.T) {
+	old := mcpProgressInterval
+	mcpProgressInterval = 20 * time.Millisecond
+	t.Cleanup(func() { mcpProgressInterval = old })
+	h := newHarness(t, harnessOptions{withProxy: true})
+	cs := h.createSession(fqnGH)
+	progress := make(chan *mcp.ProgressNotificationParams, 64)
+	sess, _ := connectMCP(t, h, cs.APIToken, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			select {
+			case progress <- r.Params:
+			default:
+			}
+		},
+	})
+	done := make(chan error, 1)
+	go func() {
+		p := &mcp.CallToolParams{Name: "gh__issues_delete", Arguments: map[string]any{"owner": "acme", "repo": "w", "number": 7}}
+		p.SetProgressToken("tok-held")
+		_, err := sess.CallTool(context.Background(), p)
+		done <- err
+	}()
+	id := h.audit.waitFor(t, audit.EventApprovalRequested).Fields["approval_id"]
+	deadline := time.After(10 * time.Second)
+	for found := false; !found; {
+		select {
+		case p := <-progress:
+			found = strings.Contains(p.Message, "held: "+id+": DELETE ") && strings.Contains(p.Message, "/repos/acme/w/issues/7")
+		case <-deadline:
+			t.Fatalf("no progress notification named the held request %s", id)
+		}
+	}
+	if r := h.do(http.MethodPost, "/v1/approvals/"+id, adminToken, DecideRequest{Decision: "deny"}); r.status != http.StatusOK {
+		t.Fatalf("deny: %d %s", r.status, r.body)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("denied call: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aileron-dev/aileron-proxy/audit"
+	"github.com/aileron-dev/aileron-proxy/internal/preview"
 	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
@@ -369,5 +370,27 @@ func TestConcurrentDecideAndTimeout(t *testing.T) {
 	}
 	if decided != n {
 		t.Errorf("%d approval.decided events, want %d", decided, n)
+	}
+}
+
+// TestHeldLine: the line an agent is shown names the approval, the request,
+// the body's field names and digest, never a field's value or the state a
+// preview fetch brought back.
+func TestHeldLine(t *testing.T) {
+	p := Pending{ID: "apr_1", Tool: "mail", Operation: "send", Method: "POST", Host: "api.example.test:443", Path: "/v1/send",
+		BodySHA256: strings.Repeat("ab", 32), BodySize: 42,
+		Preview: &preview.Preview{
+			Body:  &preview.Body{Kind: preview.KindJSON, Fields: []preview.Field{{Name: "to", Value: "carol@example.test"}, {Name: "body", Value: "secret plan"}}},
+			Fetch: &preview.Fetch{Fields: []preview.Field{{Name: "Name", Value: "fetched-name"}}},
+		}}
+	got := p.HeldLine()
+	want := "apr_1: POST api.example.test:443/v1/send (mail send), fields to, body, body 42B sha256:abababababab"
+	if got != want {
+		t.Errorf("HeldLine() =\n %q, want\n %q", got, want)
+	}
+	for _, v := range []string{"carol@example.test", "secret plan", "fetched-name"} {
+		if strings.Contains(got, v) {
+			t.Errorf("HeldLine() shows the value %q", v)
+		}
 	}
 }

@@ -22,6 +22,27 @@ func (p Pending) BodySummary() string {
 	return fmt.Sprintf("%dB sha256:%.12s", p.BodySize, p.BodySHA256)
 }
 
+// HeldLine says in one line what a person is asked to approve, for the
+// agent whose call is held (the MCP server's progress notifications): the
+// approval, the request, the names of the fields it sends (never their
+// values, nor the state a preview fetch brought back) and the body's
+// digest.
+func (p Pending) HeldLine() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s %s%s (%s %s)", p.ID, p.Method, p.Host, p.Path, p.Tool, p.Operation)
+	if pv := p.Preview; pv != nil && pv.Body != nil && len(pv.Body.Fields) > 0 {
+		names := make([]string, len(pv.Body.Fields))
+		for i, f := range pv.Body.Fields {
+			names[i] = f.Name
+		}
+		fmt.Fprintf(&b, ", fields %s", strings.Join(names, ", "))
+	}
+	if body := p.BodySummary(); body != "-" {
+		fmt.Fprintf(&b, ", body %s", body)
+	}
+	return b.String()
+}
+
 // WriteText writes everything known about p for a terminal: the request,
 // its fields (multi-line values indented as blocks), the body's digest, and
 // the preview fetch's state. Values were made safe to print when the

@@ -59,6 +59,11 @@ type Options struct {
 	Version string
 	// MaxText caps the text of a non-JSON body; 0 means DefaultMaxText.
 	MaxText int
+	// Held, when set, describes the session's requests now held for a
+	// person, one line each (approval.Pending.HeldLine); a progress
+	// notification of a waiting call carries it, so the agent's user sees
+	// what is being asked.
+	Held func() []string
 	// ProgressInterval is the period of progress notifications while a
 	// call waits; 0 means DefaultProgressInterval.
 	ProgressInterval time.Duration
@@ -191,11 +196,18 @@ func (s *Server) progress(ctx context.Context, req *mcp.CallToolRequest) func() 
 				return
 			case <-t.C:
 			}
+			msg := fmt.Sprintf("waited %s for the answer; the call may be held until a person approves it",
+				time.Since(start).Round(time.Second))
+			if s.opts.Held != nil {
+				if held := s.opts.Held(); len(held) > 0 {
+					msg = fmt.Sprintf("waited %s for a person to approve; held: %s",
+						time.Since(start).Round(time.Second), strings.Join(held, "; "))
+				}
+			}
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 				ProgressToken: token,
 				Progress:      float64(n),
-				Message: fmt.Sprintf("waited %s for the answer; the call may be held until a person approves it",
-					time.Since(start).Round(time.Second)),
+				Message:       msg,
 			})
 		}
 	}()
