@@ -22,8 +22,8 @@ import (
 const MCPPath = "/v1/mcp"
 
 // mcpPoll is how often a session's MCP server looks for a changed catalog
-// (a reload of connectors or actions) to announce it.
-const mcpPoll = 2 * time.Second
+// (a reload of connectors or actions) to announce it; tests shorten it.
+var mcpPoll = 2 * time.Second
 
 // mcpRoutes serve the MCP Streamable HTTP transport: POST for messages,
 // GET for the server's stream, DELETE to end the MCP session.

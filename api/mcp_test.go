@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/aileron-dev/aileron-proxy/actions"
 	"github.com/aileron-dev/aileron-proxy/audit"
 )
 
@@ -321,5 +323,67 @@ func TestMCPProgressNamesTheHeldRequest(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("denied call: %v", err)
+	}
+}
+
+// TestMCPToolListChanged: installing an action while a client is connected
+// is announced with notifications/tools/list_changed by the session's poll
+// (no request of the client triggers it), and the next tools/list has the
+// new tool.
+func TestMCPToolListChanged(t *testing.T) {
+	old := mcpPoll
+	mcpPoll = 50 * time.Millisecond
+	t.Cleanup(func() { mcpPoll = old })
+	var installed atomic.Bool
+	var h *harness
+	h = newHarness(t, harnessOptions{withProxy: true, mutate: func(c *Config) {
+		c.Actions = func() map[string]actions.Installed {
+			if !installed.Load() {
+				return nil
+			}
+			return testActions(t, h, actionListOpen)
+		}
+	}})
+	cs := h.createSession(fqnGH)
+	changed := make(chan struct{}, 16)
+	sess, _ := connectMCP(t, h, cs.APIToken, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	has := func(name string) bool {
+		t.Helper()
+		tools, err := sess.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		for _, tl := range tools.Tools {
+			if tl.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	if has("list-open") {
+		t.Fatal("the action is listed before it is installed")
+	}
+	// Nothing changed yet: no notification across several polls.
+	select {
+	case <-changed:
+		t.Fatal("notifications/tools/list_changed before the catalog changed")
+	case <-time.After(5 * mcpPoll):
+	}
+
+	installed.Store(true)
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/tools/list_changed within 10s of installing an action")
+	}
+	if !has("list-open") {
+		t.Error("the installed action is not in the tools/list after the notification")
 	}
 }
