@@ -387,3 +387,66 @@ func TestMCPToolListChanged(t *testing.T) {
 		t.Error("the installed action is not in the tools/list after the notification")
 	}
 }
+
+// TestMCPActionTool: an installed action is a tool whose call goes through
+// the action endpoint: its presets are applied, the upstream receives the
+// injected credential, and a preset cannot be overridden by an argument.
+func TestMCPActionTool(t *testing.T) {
+	h := newActionHarness(t)
+	cs := h.createSession(fqnGH)
+	sess, rt := connectMCP(t, h, cs.APIToken, nil)
+	ctx := context.Background()
+	tools, err := sess.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	var tool *mcp.Tool
+	for _, tl := range tools.Tools {
+		if tl.Name == "list-open" {
+			tool = tl
+		}
+	}
+	if tool == nil {
+		t.Fatalf("no list-open action tool among %d tools", len(tools.Tools))
+	}
+	schema, _ := json.Marshal(tool.InputSchema)
+	if !strings.Contains(string(schema), `"required":["owner","repo"]`) || strings.Contains(string(schema), `"state"`) {
+		t.Errorf("list-open schema = %s, want owner and repo required and no preset", schema)
+	}
+	if !strings.Contains(tool.Description, "Action list-open: runs GET /repos/{owner}/{repo}/issues") {
+		t.Errorf("list-open description = %q", tool.Description)
+	}
+
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "list-open", Arguments: map[string]any{"owner": "acme", "repo": "widgets"}})
+	if err != nil {
+		t.Fatalf("tools/call list-open: %v", err)
+	}
+	if res.IsError || res.StructuredContent == nil {
+		t.Errorf("action call = isError %v structured %v: %s", res.IsError, res.StructuredContent, textOf(res))
+	}
+	got := h.up.last(t)
+	if got.Method != http.MethodGet || got.Path != "/repos/acme/widgets/issues" || got.RawQuery != "per_page=5&state=open" {
+		t.Errorf("upstream got %s %s?%s, want GET /repos/acme/widgets/issues?per_page=5&state=open", got.Method, got.Path, got.RawQuery)
+	}
+	if got.Auth != "Bearer "+canary {
+		t.Errorf("upstream Authorization = %q, want the injected credential", got.Auth)
+	}
+	// The call went through the action endpoint: it is audited as the action.
+	ev := h.audit.waitFor(t, audit.EventActionRun)
+	if ev.Action != "list-open" || ev.Operation != "issues.list" || ev.SessionID != cs.ID {
+		t.Errorf("action.run event = %+v", ev)
+	}
+
+	before := h.up.count.Load()
+	_, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "list-open", Arguments: map[string]any{"owner": "acme", "repo": "widgets", "state": "closed"}})
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams || !strings.Contains(we.Message, `"state"`) {
+		t.Errorf("overriding a preset = %v, want invalid params naming state", err)
+	}
+	if h.up.count.Load() != before {
+		t.Error("a call overriding a preset reached the upstream")
+	}
+	if strings.Contains(rt.all(), canary) {
+		t.Error("the canary appears in an MCP message")
+	}
+}
