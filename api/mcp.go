@@ -66,6 +66,10 @@ func (s *Server) serveMCP(c echo.Context) error {
 // tests shorten it.
 var mcpProgressInterval = mcpserver.DefaultProgressInterval
 
+// mcpMaxText caps the text of a non-JSON body in a tool result; tests
+// lower it.
+var mcpMaxText = mcpserver.DefaultMaxText
+
 // mcpFor returns the MCP server of sess, creating it on first use.
 func (s *Server) mcpFor(sess *session.Session) *mcpSession {
 	s.mcp.mu.Lock()
@@ -84,6 +88,7 @@ func (s *Server) mcpFor(sess *session.Session) *mcpSession {
 		HTTP:             &http.Client{Transport: inProcess{h: s.e}},
 		SessionID:        sess.ID,
 		ProgressInterval: mcpProgressInterval,
+		MaxText:          mcpMaxText,
 		Held: func() []string {
 			var held []string
 			for _, p := range s.cfg.Approvals.List(approval.StatePending) {

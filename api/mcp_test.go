@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -448,5 +449,56 @@ func TestMCPActionTool(t *testing.T) {
 	}
 	if strings.Contains(rt.all(), canary) {
 		t.Error("the canary appears in an MCP message")
+	}
+}
+
+// TestMCPTextAndBinaryBodies: a non-JSON text body longer than the cap is
+// cut with a visible note saying how much was shown, and a binary body is
+// described by its content type and size instead of being dumped.
+func TestMCPTextAndBinaryBodies(t *testing.T) {
+	old := mcpMaxText
+	mcpMaxText = 1000
+	t.Cleanup(func() { mcpMaxText = old })
+	h := newHarness(t, harnessOptions{withProxy: true, mutate: func(c *Config) { c.MaxResponseBytes = 1 << 20 }})
+	cs := h.createSession(fqnGH)
+	sess, _ := connectMCP(t, h, cs.APIToken, nil)
+	ctx := context.Background()
+
+	// /big answers smallResponses+1 bytes of text/plain "x".
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "gh__big_get"})
+	if err != nil {
+		t.Fatalf("tools/call gh__big_get: %v", err)
+	}
+	text := textOf(res)
+	body, note, ok := strings.Cut(text, "\n[truncated by Aileron: ")
+	if res.IsError || !ok || body != strings.Repeat("x", 1000) || note != fmt.Sprintf("1000 of %d bytes shown]", smallResponses+1) {
+		t.Errorf("large text body = isError %v, %d chars ending %q; want 1000 x and the truncation note", res.IsError, len(text), text[max(0, len(text)-60):])
+	}
+	if res.StructuredContent != nil {
+		t.Errorf("a text body has structured content %v", res.StructuredContent)
+	}
+
+	// /bin answers 4 bytes of application/octet-stream with a NUL.
+	res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "gh__bin_get"})
+	if err != nil {
+		t.Fatalf("tools/call gh__bin_get: %v", err)
+	}
+	text = textOf(res)
+	if res.IsError || text != "HTTP 200: a binary body of 4 bytes (application/octet-stream), not shown" {
+		t.Errorf("binary body = isError %v %q, want it described by size and content type", res.IsError, text)
+	}
+	for _, c := range res.Content {
+		if _, ok := c.(*mcp.TextContent); !ok {
+			t.Errorf("binary body returned as %T, want only a text description", c)
+		}
+	}
+
+	// A short text body comes back whole, without a note.
+	res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "gh__text_get"})
+	if err != nil {
+		t.Fatalf("tools/call gh__text_get: %v", err)
+	}
+	if text = textOf(res); res.IsError || text != "héllo" {
+		t.Errorf("short text body = isError %v %q, want héllo", res.IsError, text)
 	}
 }
