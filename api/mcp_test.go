@@ -228,6 +228,11 @@ func TestMCPRefusals(t *testing.T) {
 			t.Errorf("a tool of a connector outside the session is listed: %s", tl.Name)
 		}
 	}
+	// A tool of a connector outside the session is not callable by name.
+	_, err = sess.CallTool(context.Background(), &mcp.CallToolParams{Name: "gh__issues_list", Arguments: map[string]any{"owner": "acme", "repo": "w"}})
+	if err == nil || !strings.Contains(err.Error(), `unknown tool "gh__issues_list"`) {
+		t.Errorf("calling a tool of a connector outside the session = %v, want an unknown tool error", err)
+	}
 	res, err := sess.CallTool(context.Background(), &mcp.CallToolParams{Name: "other__secure"})
 	if err != nil {
 		t.Fatalf("tools/call: %v", err)
