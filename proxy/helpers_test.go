@@ -116,7 +116,7 @@ func (a sessionAuth) AuthenticateProxy(id, secret string) (Session, error) {
 	if err != nil {
 		return Session{}, err
 	}
-	return Session{ID: s.ID, Scope: s.Scope, CA: s.CA, ExpiresAt: s.ExpiresAt}, nil
+	return Session{ID: s.ID, Scope: s.Scope, CA: s.CA, ExpiresAt: s.ExpiresAt, Learn: s.LearnGlobs}, nil
 }
 
 // testPKI is an upstream CA and a leaf for every test host.

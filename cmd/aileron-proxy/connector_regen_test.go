@@ -53,27 +53,49 @@ func shellWords(t *testing.T, cmd string) []string {
 // byte for byte: the file is what the documented command makes, and
 // re-running it changes nothing.
 func TestGitHubConnectorRegenerates(t *testing.T) {
+	checkConnectorRegenerates(t, "## Regenerating the GitHub connector",
+		"https://raw.githubusercontent.com/github/rest-api-description/a6c95e025223022e1522b7e6e6ed32d08aa8dd9e/descriptions/api.github.com/api.github.com.json",
+		"configs/connectors/github.aileron.connector.v1.json", "github-2020-07-30.json.gz",
+		"imported 97 operations of 623", "updated: names kept for 97 operations, 3 operations carried over", "git.upload-pack is not in the document", "git.receive-pack is not in the document", "git.info-refs is not in the document")
+}
+
+// TestOpenAIConnectorRegenerates does the same for the OpenAI connector,
+// whose WebSocket operation the description does not cover.
+func TestOpenAIConnectorRegenerates(t *testing.T) {
+	checkConnectorRegenerates(t, "## Regenerating the OpenAI connector",
+		"https://raw.githubusercontent.com/openai/openai-openapi/f85dbe223d40e1a31cba812ab2d755c7e98a92a3/openapi.yaml",
+		"configs/connectors/openai.aileron.connector.v1.json", "openai.yaml.gz",
+		"imported 15 operations of 288 in the document (273 filtered out, 0 skipped)", "updated: names kept for 15 operations, 1 operation carried over", "responses.websocket is not in the document")
+}
+
+// checkConnectorRegenerates runs the first connector import command under
+// heading in configs/connectors/README.md, with its --openapi url replaced by
+// the local copy gz and its --update and -o target by the shipped file and a
+// temporary output, and checks the output equals the shipped file and the
+// summary says each of summary.
+func checkConnectorRegenerates(t *testing.T, heading, url, target, gz string, summary ...string) {
+	t.Helper()
 	readme, err := os.ReadFile("../../configs/connectors/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(readme), "```sh\naileron-proxy connector import ")
+	_, section, ok := strings.Cut(string(readme), "\n"+heading+"\n")
 	if !ok {
-		t.Fatal("configs/connectors/README.md has no ```sh block starting with aileron-proxy connector import")
+		t.Fatalf("configs/connectors/README.md has no section %q", heading)
+	}
+	_, block, ok := strings.Cut(section, "```sh\naileron-proxy connector import ")
+	if !ok {
+		t.Fatalf("section %q of configs/connectors/README.md has no ```sh block starting with aileron-proxy connector import", heading)
 	}
 	block, _, _ = strings.Cut(block, "```")
 	args := shellWords(t, "connector import "+block)
 
-	const (
-		url    = "https://raw.githubusercontent.com/github/rest-api-description/a6c95e025223022e1522b7e6e6ed32d08aa8dd9e/descriptions/api.github.com/api.github.com.json"
-		target = "configs/connectors/github.aileron.connector.v1.json"
-	)
 	want, err := os.ReadFile("../../" + target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := importGunzip(t, "github-2020-07-30.json.gz")
-	out := t.TempDir() + "/github.json"
+	local := importGunzip(t, gz)
+	out := t.TempDir() + "/" + filepath.Base(target)
 	var sawURL, sawUpdate, sawOutput bool
 	for i := 0; i+1 < len(args); i++ {
 		switch {
@@ -99,7 +121,7 @@ func TestGitHubConnectorRegenerates(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s is not the output of the command in configs/connectors/README.md; run it from the repository root and review the diff", target)
 	}
-	for _, want := range []string{"imported 97 operations of 623", "updated: names kept for 97 operations, 3 operations carried over", "git.upload-pack is not in the document", "git.receive-pack is not in the document", "git.info-refs is not in the document"} {
+	for _, want := range summary {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, stderr)
 		}
