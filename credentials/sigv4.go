@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -20,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 )
 
 // This file is the aws_sigv4 kind: the client signs with placeholder keys,
@@ -353,8 +354,8 @@ func clientScope(r *http.Request) (region, service string) {
 // "bucket.s3.amazonaws.com", and "SERVICE.REGION.amazonaws.com". It
 // returns empty strings for other names.
 func AWSScope(host string) (region, service string) {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
+	if hp, err := hostport.New(host); err == nil {
+		host = hp.Host
 	}
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	var rest string

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,10 +98,13 @@ func compileUpstreamProxy(c *UpstreamProxy, log *zap.Logger) (*upstreamProxy, er
 			continue
 		}
 		port := ""
-		if h, pt, err := net.SplitHostPort(e); err == nil {
-			e, port = h, pt
-		}
 		e = strings.TrimPrefix(strings.TrimPrefix(e, "*"), ".")
+		if hp, err := hostport.New(e); err == nil {
+			e = hp.Host
+			if hp.Port != 0 {
+				port = strconv.Itoa(hp.Port)
+			}
+		}
 		e = strings.Trim(e, "[]")
 		if pf, err := netip.ParsePrefix(e); err == nil {
 			p.prefixes = append(p.prefixes, pf.Masked())
