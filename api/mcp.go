@@ -18,12 +18,34 @@ import (
 	"github.com/aileron-dev/aileron-proxy/session"
 )
 
+// MCPConfig tunes the session MCP servers of /v1/mcp.
+type MCPConfig struct {
+	// Poll is how often a session's MCP server looks for a changed catalog
+	// (installed connectors or actions) to announce; zero means 2 s.
+	Poll time.Duration
+	// ProgressInterval is how often a waiting call reports progress; zero
+	// means mcpserver.DefaultProgressInterval.
+	ProgressInterval time.Duration
+	// MaxText caps the text of a non-JSON body in a tool result; zero
+	// means mcpserver.DefaultMaxText.
+	MaxText int
+}
+
+func (c MCPConfig) withDefaults() MCPConfig {
+	if c.Poll <= 0 {
+		c.Poll = 2 * time.Second
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = mcpserver.DefaultProgressInterval
+	}
+	if c.MaxText <= 0 {
+		c.MaxText = mcpserver.DefaultMaxText
+	}
+	return c
+}
+
 // MCPPath is the Streamable HTTP endpoint of the session's MCP server.
 const MCPPath = "/v1/mcp"
-
-// mcpPoll is how often a session's MCP server looks for a changed catalog
-// (a reload of connectors or actions) to announce it; tests shorten it.
-var mcpPoll = 2 * time.Second
 
 // mcpRoutes serve the MCP Streamable HTTP transport: POST for messages,
 // GET for the server's stream, DELETE to end the MCP session.
@@ -62,14 +84,6 @@ func (s *Server) serveMCP(c echo.Context) error {
 	return nil
 }
 
-// mcpProgressInterval is how often a waiting MCP call reports progress;
-// tests shorten it.
-var mcpProgressInterval = mcpserver.DefaultProgressInterval
-
-// mcpMaxText caps the text of a non-JSON body in a tool result; tests
-// lower it.
-var mcpMaxText = mcpserver.DefaultMaxText
-
 // mcpFor returns the MCP server of sess, creating it on first use.
 func (s *Server) mcpFor(sess *session.Session) *mcpSession {
 	s.mcp.mu.Lock()
@@ -87,8 +101,8 @@ func (s *Server) mcpFor(sess *session.Session) *mcpSession {
 		APIURL:           "http://127.0.0.1/v1",
 		HTTP:             &http.Client{Transport: inProcess{h: s.e}},
 		SessionID:        sess.ID,
-		ProgressInterval: mcpProgressInterval,
-		MaxText:          mcpMaxText,
+		ProgressInterval: s.cfg.MCP.ProgressInterval,
+		MaxText:          s.cfg.MCP.MaxText,
 		Held: func() []string {
 			var held []string
 			for _, p := range s.cfg.Approvals.List(approval.StatePending) {
@@ -124,7 +138,7 @@ func (s *Server) mcpFor(sess *session.Session) *mcpSession {
 
 // watch publishes a changed catalog until the session ends.
 func (ms *mcpSession) watch(s *Server, sess *session.Session) {
-	t := time.NewTicker(mcpPoll)
+	t := time.NewTicker(s.cfg.MCP.Poll)
 	defer t.Stop()
 	for {
 		select {

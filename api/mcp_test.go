@@ -293,10 +293,7 @@ func TestMCPThroughRelayHost(t *testing.T) {
 // TestMCPProgressNamesTheHeldRequest: while a call waits for a person, its
 // progress notifications say which approval holds it and what it sends.
 func TestMCPProgressNamesTheHeldRequest(t *testing.T) {
-	old := mcpProgressInterval
-	mcpProgressInterval = 20 * time.Millisecond
-	t.Cleanup(func() { mcpProgressInterval = old })
-	h := newHarness(t, harnessOptions{withProxy: true})
+	h := newHarness(t, harnessOptions{withProxy: true, mutate: func(c *Config) { c.MCP.ProgressInterval = 20 * time.Millisecond }})
 	cs := h.createSession(fqnGH)
 	progress := make(chan *mcp.ProgressNotificationParams, 64)
 	sess, _ := connectMCP(t, h, cs.APIToken, &mcp.ClientOptions{
@@ -337,12 +334,11 @@ func TestMCPProgressNamesTheHeldRequest(t *testing.T) {
 // (no request of the client triggers it), and the next tools/list has the
 // new tool.
 func TestMCPToolListChanged(t *testing.T) {
-	old := mcpPoll
-	mcpPoll = 50 * time.Millisecond
-	t.Cleanup(func() { mcpPoll = old })
+	const poll = 50 * time.Millisecond
 	var installed atomic.Bool
 	var h *harness
 	h = newHarness(t, harnessOptions{withProxy: true, mutate: func(c *Config) {
+		c.MCP.Poll = poll
 		c.Actions = func() map[string]actions.Installed {
 			if !installed.Load() {
 				return nil
@@ -380,7 +376,7 @@ func TestMCPToolListChanged(t *testing.T) {
 	select {
 	case <-changed:
 		t.Fatal("notifications/tools/list_changed before the catalog changed")
-	case <-time.After(5 * mcpPoll):
+	case <-time.After(5 * poll):
 	}
 
 	installed.Store(true)
@@ -461,10 +457,7 @@ func TestMCPActionTool(t *testing.T) {
 // cut with a visible note saying how much was shown, and a binary body is
 // described by its content type and size instead of being dumped.
 func TestMCPTextAndBinaryBodies(t *testing.T) {
-	old := mcpMaxText
-	mcpMaxText = 1000
-	t.Cleanup(func() { mcpMaxText = old })
-	h := newHarness(t, harnessOptions{withProxy: true, mutate: func(c *Config) { c.MaxResponseBytes = 1 << 20 }})
+	h := newHarness(t, harnessOptions{withProxy: true, mutate: func(c *Config) { c.MaxResponseBytes = 1 << 20; c.MCP.MaxText = 1000 }})
 	cs := h.createSession(fqnGH)
 	sess, _ := connectMCP(t, h, cs.APIToken, nil)
 	ctx := context.Background()

@@ -121,6 +121,9 @@ type Config struct {
 	// MaxResponseBytes caps an upstream body put in an envelope; zero means
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int64
+	// MCP tunes the session MCP servers of /v1/mcp; zero fields take the
+	// defaults.
+	MCP MCPConfig
 	// UpstreamTimeout bounds one proxied call, not counting the time it is
 	// held for approval; zero means DefaultUpstreamTimeout.
 	UpstreamTimeout time.Duration
@@ -195,6 +198,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	cfg.MCP = cfg.MCP.withDefaults()
 	if cfg.MaxResponseBytes <= 0 {
 		cfg.MaxResponseBytes = DefaultMaxResponseBytes
 	}
