@@ -215,11 +215,12 @@ func (h Hints) Arrange(fields []Field) []Field {
 	return fields
 }
 
-// NewField returns a field whose value is cut to MaxValue bytes (at a rune
+// NewField returns a field whose name and value are made safe to show
+// (control characters escaped) and whose value is cut to MaxValue bytes (at a rune
 // boundary) and marked multi-line when it holds a newline.
 func NewField(name, value string) Field {
 	value = safeText([]byte(value))
-	f := Field{Name: name, Value: value}
+	f := Field{Name: safeText([]byte(name)), Value: value}
 	if len(value) > MaxValue {
 		cut := MaxValue
 		for cut > 0 && !utf8.RuneStart(value[cut]) {
