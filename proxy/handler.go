@@ -76,6 +76,10 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.deny(w, x, status, d.refusal)
 		return
 	}
+	if !s.auditOK() {
+		s.refuseAuditUnavailable(w, x)
+		return
+	}
 	if d.learn {
 		s.startLearned(x)
 		s.forward(w, x, nil, reasonLearned)
@@ -85,10 +89,6 @@ func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := m.Compiled.Operation()
 	inj := d.inj
 	reason := string(policy.ReasonAllowed)
-	if !s.auditOK() {
-		s.refuseAuditUnavailable(w, x)
-		return
-	}
 	if d.approval {
 		outcome := ApprovalDenied
 		var pv *preview.Preview

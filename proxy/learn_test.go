@@ -11,6 +11,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/credentials"
 	"github.com/aileron-dev/aileron-proxy/internal/contract"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 	"github.com/aileron-dev/aileron-proxy/learn"
 	"github.com/aileron-dev/aileron-proxy/session"
 )
@@ -29,7 +30,7 @@ const (
 // store and one credential binding: an api_key of another connector placed
 // in vendorKeyHeader. No binding is placed in Authorization, so the strip of
 // the client's Authorization is the learn path's own, not a binding's.
-func learnEnv(t *testing.T) (*env, *learn.Store) {
+func learnEnv(t *testing.T, more ...func(*Config)) (*env, *learn.Store) {
 	t.Helper()
 	store, err := learn.OpenStore(t.TempDir())
 	if err != nil {
@@ -50,6 +51,9 @@ func learnEnv(t *testing.T) (*env, *learn.Store) {
 		c.Learn = store
 		c.Credentials = func() CredentialSource { return resolver }
 		c.Resolve[learnHost+":443"] = c.Resolve[apiHost+":443"]
+		for _, f := range more {
+			f(c)
+		}
 	})
 	sess, secrets, err := e.sessions.Create(session.CreateOptions{Snapshot: e.srv.cfg.Policy(), TTL: time.Hour, Learn: []string{learnHost}})
 	if err != nil {
@@ -165,5 +169,30 @@ func TestLearnedRequestStripsCredentialHeaders(t *testing.T) {
 	got := learnedLines(t, e, store)
 	if len(got) != 1 || got[0].Path != "/v1/items/17" || got[0].Auth.Kind != "bearer" {
 		t.Fatalf("learn record = %+v, want one GET /v1/items/17 noting a bearer credential", got)
+	}
+}
+
+// TestLearnedRequestNeedsTheAuditLog: a learned request is forwarded only
+// when its audit line can be written, like every forwarded request; while
+// the log is unavailable it is refused with 503 audit_unavailable and
+// neither forwarded nor recorded.
+func TestLearnedRequestNeedsTheAuditLog(t *testing.T) {
+	fa := &failingAudit{Recorder: testkit.NewRecorder()}
+	e, store := learnEnv(t, func(c *Config) { c.Audit = fa })
+	fa.down.Store(true)
+	resp, err := e.client(false).Get("https://" + learnHost + "/v1/items/17")
+	wantRefusal(t, resp, err, http.StatusServiceUnavailable, contract.CodeAuditUnavailable.String())
+	e.expectNothingSeen(t)
+	if got := learnedLines(t, e, store); len(got) != 0 {
+		t.Errorf("learn record = %+v, want nothing while the audit log is unavailable", got)
+	}
+	fa.down.Store(false)
+	resp, err = e.client(false).Get("https://" + learnHost + "/v1/items/17")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("learned GET after the log recovered = %d, want 200", resp.StatusCode)
 	}
 }
