@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
@@ -148,13 +149,11 @@ func queryShape(raw string) []learn.Field {
 	return out
 }
 
+// cutAny cuts s around the first byte of seps, as strings.Cut does
+// around one separator.
 func cutAny(s, seps string) (before, after string, found bool) {
-	for i := 0; i < len(s); i++ {
-		for j := 0; j < len(seps); j++ {
-			if s[i] == seps[j] {
-				return s[:i], s[i+1:], true
-			}
-		}
+	if i := strings.IndexAny(s, seps); i >= 0 {
+		return s[:i], s[i+1:], true
 	}
 	return s, "", false
 }
