@@ -165,7 +165,7 @@ func TestGHThroughServe(t *testing.T) {
 		o, eo, err := run("issue", "create", "-R", "octo/hello", "--title", "Held title", "--body", "Held body")
 		done <- result{o, eo, err}
 	}()
-	id := awaitPendingApproval(t, home)
+	id := pendingApproval(t, home)
 	for _, r := range up.requests() {
 		if strings.Contains(string(r.Body), "createIssue") {
 			t.Fatalf("the held mutation reached the stand-in before approval")

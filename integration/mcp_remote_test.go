@@ -191,7 +191,7 @@ func TestMCPServerEverythingThroughServe(t *testing.T) {
 				}
 				done <- err
 			}()
-			id := awaitPendingApproval(t, home)
+			id := pendingApproval(t, home)
 			for _, r := range up.requests()[seenBefore:] {
 				if strings.Contains(string(r.Body), "get-tiny-image") {
 					t.Fatalf("the held call reached the server before approval")
@@ -218,25 +218,6 @@ func sawHeader(up *upstream, name, value string) bool {
 		}
 	}
 	return false
-}
-
-// awaitPendingApproval waits for a pending approval and returns its id.
-func awaitPendingApproval(t *testing.T, home string) string {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		var list []map[string]any
-		if json.Unmarshal([]byte(mustCLI(t, home, "", "approvals", "list", "--json")), &list) == nil {
-			for _, p := range list {
-				if p["state"] == "pending" {
-					return fmt.Sprint(p["id"])
-				}
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("no pending approval appeared")
-	return ""
 }
 
 // headerFlusher sends response headers at once, as the server does: a

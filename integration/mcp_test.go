@@ -61,9 +61,10 @@ func (t teeW) Write(p []byte) (int, error) {
 	return t.WriteCloser.Write(p)
 }
 
+// pendingApproval waits for a pending approval and returns its id.
 func pendingApproval(t *testing.T, home string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		var list []map[string]any
 		if json.Unmarshal([]byte(mustCLI(t, home, "", "approvals", "list", "--json")), &list) == nil {
