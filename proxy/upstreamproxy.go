@@ -66,15 +66,22 @@ func ParseUpstreamProxyURL(raw string) (addr string, user *url.Userinfo, err err
 		// url's error repeats the URL, credentials included.
 		return "", nil, errors.New("the upstream proxy URL is not a valid URL; use http://HOST:PORT")
 	}
+	// No error below repeats the URL or a part of it: an opaque URL or a
+	// fragment keeps a password where Redacted does not look.
 	if u.Scheme != "http" {
-		return "", nil, fmt.Errorf("upstream proxy scheme %q is not supported; use an http:// proxy URL (the tunnel it opens carries the upstream's TLS)", u.Scheme)
+		scheme := "(not shown)"
+		switch u.Scheme {
+		case "https", "socks4", "socks5", "socks5h":
+			scheme = strconv.Quote(u.Scheme)
+		}
+		return "", nil, fmt.Errorf("upstream proxy scheme %s is not supported; use an http:// proxy URL (the tunnel it opens carries the upstream's TLS)", scheme)
 	}
-	if u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return "", nil, fmt.Errorf("upstream proxy URL %q must be http://HOST[:PORT]", u.Redacted())
+	if u.Host == "" || u.Opaque != "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", nil, errors.New("the upstream proxy URL must be http://HOST[:PORT], with no path, query or fragment")
 	}
 	hp, err := hostport.New(u.Host)
 	if err != nil {
-		return "", nil, fmt.Errorf("upstream proxy URL %q: %w", u.Redacted(), err)
+		return "", nil, errors.New("the upstream proxy URL's HOST[:PORT] is not valid; use a host name or IP address and a port from 1 to 65535")
 	}
 	return hp.WithDefaultPort(80).String(), u.User, nil
 }
