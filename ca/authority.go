@@ -2,6 +2,7 @@ package ca
 
 import (
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -62,7 +63,7 @@ type Stats struct {
 // leaf certificates. It is safe for concurrent use.
 type Authority struct {
 	now     func() time.Time
-	key     crypto.Signer // the root's private key; never exported
+	key     crypto.Signer // the root's private key; exported only by KeyDER
 	cert    *x509.Certificate
 	certPEM []byte
 	hosts   map[string]hostName // normalized name -> host, the session's hosts
@@ -89,6 +90,24 @@ func newAuthority(cfg Config, preIssue bool) (*Authority, error) {
 	if cfg.Validity <= 0 {
 		return nil, fmt.Errorf("creating session CA: validity %s is not positive; set Config.Validity to the session's time to live", cfg.Validity)
 	}
+	a, err := newEmpty(cfg, "creating session CA")
+	if err != nil {
+		return nil, err
+	}
+	if err := a.createRoot(cfg); err != nil {
+		return nil, fmt.Errorf("creating session CA: %w", err)
+	}
+	if preIssue {
+		if err := a.preIssue(); err != nil {
+			return nil, fmt.Errorf("creating session CA: %w", err)
+		}
+	}
+	return a, nil
+}
+
+// newEmpty returns an Authority with cfg's hosts and domains normalized and
+// no root yet; errors start with what.
+func newEmpty(cfg Config, what string) (*Authority, error) {
 	a := &Authority{
 		now:    cfg.Now,
 		hosts:  make(map[string]hostName, len(cfg.Hosts)),
@@ -100,7 +119,7 @@ func newAuthority(cfg Config, preIssue bool) (*Authority, error) {
 	for i, raw := range cfg.Hosts {
 		h, err := normalizeHost(raw)
 		if err != nil {
-			return nil, fmt.Errorf("creating session CA: checking Config.Hosts[%d] %q: %w", i, raw, err)
+			return nil, fmt.Errorf("%s: checking Config.Hosts[%d] %q: %w", what, i, raw, err)
 		}
 		a.hosts[h.name] = h
 	}
@@ -110,23 +129,72 @@ func newAuthority(cfg Config, preIssue bool) (*Authority, error) {
 	for i, raw := range cfg.Domains {
 		h, err := normalizeHost(raw)
 		if err != nil || h.isIP() {
-			return nil, fmt.Errorf("creating session CA: checking Config.Domains[%d] %q: not a DNS domain", i, raw)
+			return nil, fmt.Errorf("%s: checking Config.Domains[%d] %q: not a DNS domain", what, i, raw)
 		}
 		a.domains = append(a.domains, h.name)
 	}
 	slices.Sort(a.domains)
 	a.domains = slices.Compact(a.domains)
 	slices.Sort(a.names)
+	return a, nil
+}
 
-	if err := a.createRoot(cfg); err != nil {
-		return nil, fmt.Errorf("creating session CA: %w", err)
+// Restore rebuilds an Authority from a root that New made earlier (its
+// certificate DER and its KeyDER), for a session that outlived the process:
+// the root is the same certificate, byte for byte, so clients that trusted
+// it trust the leaves issued after the restore. cfg.Hosts and cfg.Domains
+// are the hosts the root was made for (a subset is fine: the root's name
+// constraints still bound them); cfg.Validity and cfg.CommonName are
+// ignored, the certificate carries both. Leaves are issued afresh, one per
+// host, as New does.
+func Restore(cfg Config, certDER, keyDER []byte) (*Authority, error) {
+	const what = "restoring session CA"
+	a, err := newEmpty(cfg, what)
+	if err != nil {
+		return nil, err
 	}
-	if preIssue {
-		if err := a.preIssue(); err != nil {
-			return nil, fmt.Errorf("creating session CA: %w", err)
-		}
+	cert, err := x509.ParseCertificate(certDER)
+	if err != nil {
+		return nil, fmt.Errorf("%s: parsing the root certificate: %w", what, err)
+	}
+	if !cert.IsCA || !cert.BasicConstraintsValid {
+		return nil, fmt.Errorf("%s: certificate %q is not a CA certificate", what, cert.Subject.CommonName)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(keyDER)
+	if err != nil {
+		return nil, fmt.Errorf("%s: parsing the root key (PKCS#8): %w", what, err)
+	}
+	key, ok := parsed.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: the root key is a %T, want an ECDSA key", what, parsed)
+	}
+	if pub, ok := cert.PublicKey.(*ecdsa.PublicKey); !ok || !key.PublicKey.Equal(pub) {
+		return nil, fmt.Errorf("%s: the key does not belong to certificate %q", what, cert.Subject.CommonName)
+	}
+	a.key = key
+	a.cert = cert
+	a.certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
+	if err := a.preIssue(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return a, nil
+}
+
+// KeyDER returns the root's private key in PKCS#8 DER, for a caller that
+// must rebuild the Authority after a restart (Restore). The caller owns
+// keeping it secret: aileron-proxy writes it only sealed under the state
+// key, never to a log, a response or a plain file.
+func (a *Authority) KeyDER() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(a.key)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the session CA key: %w", err)
+	}
+	return der, nil
+}
+
+// CertDER returns the root certificate in DER form (a fresh copy).
+func (a *Authority) CertDER() []byte {
+	return slices.Clone(a.cert.Raw)
 }
 
 // preIssue issues a leaf for every session host, spreading the signing over
