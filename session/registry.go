@@ -11,9 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/aileron-dev/aileron-proxy/ca"
 	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/state"
 )
 
 // DefaultRetainEnded is how long an ended or expired session is remembered
@@ -33,6 +36,17 @@ type RegistryConfig struct {
 	// RetainEnded is how long ended and expired sessions are kept for
 	// precise errors; zero means DefaultRetainEnded.
 	RetainEnded time.Duration
+	// Store, when set, is where sessions outlive the process: Create, End
+	// and expiry write through to it, Restore loads from it, and a lookup
+	// that misses memory asks it once (a session created through another
+	// replica). Nil keeps sessions in memory only.
+	Store state.Store
+	// Policy returns the current snapshot, from which a session read from
+	// the Store gets its scope. Required with Store.
+	Policy func() *policy.Snapshot
+	// Logger receives what the store path notices (a restored session
+	// whose connectors vanished, a failed write); nil logs nothing.
+	Logger *zap.Logger
 }
 
 // entry is the registry's record of one session.
@@ -54,6 +68,8 @@ type Registry struct {
 	mu    sync.Mutex
 	byID  map[string]*entry
 	byAPI map[[sha256.Size]byte]*entry
+
+	*durable // the Store's side (durable.go); inert without a Store
 }
 
 // NewRegistry returns an empty registry.
@@ -71,6 +87,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 	if r.retainEnded <= 0 {
 		r.retainEnded = DefaultRetainEnded
 	}
+	r.durable = newDurable(cfg)
 	return r
 }
 
@@ -81,11 +98,15 @@ type pendingEnd struct {
 }
 
 func (r *Registry) notify(ends []pendingEnd) {
-	if r.onEnd == nil {
-		return
-	}
 	for _, e := range ends {
-		r.onEnd(e.sess, e.e)
+		if e.e.Reason == EndReasonExpired && r.store != nil {
+			// Noticed at use, maybe on a request's path: the write must
+			// not delay it.
+			go r.storeEnd(e.sess.ID, e.sess.ExpiresAt, e.e)
+		}
+		if r.onEnd != nil {
+			r.onEnd(e.sess, e.e)
+		}
 	}
 }
 
@@ -142,15 +163,10 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 		return nil, Secrets{}, err
 	}
 	now := r.now()
-	caHosts := hosts
-	var domains, learnNames []string
+	caHosts, domains := caNames(hosts, learn)
+	var learnNames []string
 	for _, g := range learn {
 		learnNames = append(learnNames, g.String())
-		if name, wildcard := g.Domain(); wildcard {
-			domains = append(domains, name)
-		} else {
-			caHosts = append(slices.Clone(caHosts), name)
-		}
 	}
 	authority, err := ca.New(ca.Config{
 		Hosts:      caHosts, // ca drops the ports and duplicates
@@ -185,6 +201,9 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 		LearnGlobs:      learn,
 	}
 	e := &entry{sess: s, proxyHash: digest(sec.ProxySecret), apiHash: digest(sec.APIToken)}
+	if err := r.storePut(e); err != nil {
+		return nil, Secrets{}, err
+	}
 
 	var ends []pendingEnd
 	r.mu.Lock()
@@ -193,7 +212,23 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 	r.byAPI[e.apiHash] = e
 	r.mu.Unlock()
 	r.notify(ends)
+	r.storePrune(now)
 	return s, sec, nil
+}
+
+// caNames returns the names a session's CA is made for: its hosts and the
+// exact names among its learn patterns, and the domains of its wildcard
+// learn patterns.
+func caNames(hosts []string, learn []hostport.Glob) (caHosts, domains []string) {
+	caHosts = hosts
+	for _, g := range learn {
+		if name, wildcard := g.Domain(); wildcard {
+			domains = append(domains, name)
+		} else {
+			caHosts = append(slices.Clone(caHosts), name)
+		}
+	}
+	return caHosts, domains
 }
 
 // pruneLocked forgets sessions that ended or expired more than retainEnded
@@ -222,7 +257,7 @@ func (r *Registry) pruneLocked(now time.Time, ends *[]pendingEnd) {
 // without it learns nothing about the session.
 func (r *Registry) AuthenticateProxy(id, secret string) (*Session, error) {
 	d := digest(secret)
-	return r.live(func() (*entry, error) {
+	find := func() (*entry, error) {
 		e, ok := r.byID[id]
 		if !ok {
 			// Compare anyway so unknown and wrong answers take the same time.
@@ -234,7 +269,14 @@ func (r *Registry) AuthenticateProxy(id, secret string) (*Session, error) {
 			return nil, ErrBadCredential
 		}
 		return e, nil
-	})
+	}
+	s, err := r.live(find)
+	if errors.Is(err, ErrUnknownSession) && r.loadID(id) {
+		// Created through another replica: asked once (loadID), then
+		// held in memory like a session created here.
+		s, err = r.live(find)
+	}
+	return s, err
 }
 
 // AuthenticateAPI returns the live session whose API token is token.
@@ -243,15 +285,22 @@ func (r *Registry) AuthenticateAPI(token string) (*Session, error) {
 		return nil, ErrBadCredential
 	}
 	d := digest(token)
-	return r.live(func() (*entry, error) {
+	missed := false
+	find := func() (*entry, error) {
 		// The map is keyed by the digest, so lookup time says nothing about
 		// the token; the constant-time compare is the authoritative check.
 		e, ok := r.byAPI[d]
 		if !ok || subtle.ConstantTimeCompare(d[:], e.apiHash[:]) != 1 {
+			missed = !ok
 			return nil, ErrBadCredential
 		}
 		return e, nil
-	})
+	}
+	s, err := r.live(find)
+	if missed && r.loadAPI(d) {
+		s, err = r.live(find)
+	}
+	return s, err
 }
 
 // live runs find under the lock to pick an entry (by ID or credential),
@@ -282,13 +331,18 @@ func (r *Registry) Get(id string) (*Session, bool) {
 // Lookup returns the live session id, or ErrUnknownSession,
 // ErrSessionEnded or ErrSessionExpired.
 func (r *Registry) Lookup(id string) (*Session, error) {
-	return r.live(func() (*entry, error) {
+	find := func() (*entry, error) {
 		e, ok := r.byID[id]
 		if !ok {
 			return nil, ErrUnknownSession
 		}
 		return e, nil
-	})
+	}
+	s, err := r.live(find)
+	if errors.Is(err, ErrUnknownSession) && r.loadID(id) {
+		s, err = r.live(find)
+	}
+	return s, err
 }
 
 // List returns the live sessions, oldest first.
@@ -319,6 +373,9 @@ func (r *Registry) End(id string) error { return r.end(id, nil) }
 func (r *Registry) EndWithExitCode(id string, code int) error { return r.end(id, &code) }
 
 func (r *Registry) end(id string, exitCode *int) error {
+	if _, err := r.Lookup(id); errors.Is(err, ErrUnknownSession) {
+		return fmt.Errorf("ending session %q: %w", id, err)
+	}
 	var ends []pendingEnd
 	now := r.now()
 	r.mu.Lock()
@@ -333,6 +390,11 @@ func (r *Registry) end(id string, exitCode *int) error {
 		}
 	}
 	r.mu.Unlock()
+	// The session is refused here from now on; the store then tells the
+	// other replicas (and a later restart).
+	if err == nil {
+		err = r.storeEnd(id, now, Ending{Reason: EndReasonEnded, ExitCode: exitCode})
+	}
 	r.notify(ends)
 	if err != nil {
 		return fmt.Errorf("ending session %q: %w", id, err)
