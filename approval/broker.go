@@ -93,6 +93,10 @@ type waiter struct {
 	done          chan struct{}
 	// outcome is set once, under Broker.mu, before done is closed.
 	outcome Outcome
+	// deciding is set, under Broker.mu, while Decide records a person's
+	// decision of this waiter in the store: the store's report of that
+	// same decision (Follow) leaves the waiter to Decide.
+	deciding bool
 }
 
 // Broker holds requests awaiting approval. It is safe for concurrent use.
@@ -352,13 +356,24 @@ func (b *Broker) Decide(id string, d Decision, remember Remember) error {
 		}
 		return nil
 	}
+	if w.deciding {
+		b.mu.Unlock()
+		return fmt.Errorf("deciding approval %q: %w", id, ErrAlreadyDecided)
+	}
+	w.deciding = true
 	b.mu.Unlock()
 	// The store is the referee between replicas deciding the same
 	// approval: only the one whose write wins releases the request.
 	if err := b.storeDecide(id, d, out, reason, remember); err != nil {
+		b.mu.Lock()
+		w.deciding = false
+		b.mu.Unlock()
+		// Another replica's decision won: apply it here.
+		b.decidedElsewhere(id)
 		return fmt.Errorf("deciding approval %q: %w", id, err)
 	}
 	b.mu.Lock()
+	w.deciding = false
 	if !b.finishLocked(w, out, reason) {
 		b.mu.Unlock()
 		return fmt.Errorf("deciding approval %q: %w", id, ErrAlreadyDecided)
@@ -382,7 +397,7 @@ func (b *Broker) Decide(id string, d Decision, remember Remember) error {
 func (b *Broker) finishKeyLocked(key grantKey, out Outcome, reason string) []*waiter {
 	var finished []*waiter
 	for _, other := range b.pending { // finishLocked deletes from b.pending, which range allows
-		if other.key == key && b.finishLocked(other, out, reason) {
+		if other.key == key && !other.deciding && b.finishLocked(other, out, reason) {
 			finished = append(finished, other)
 		}
 	}

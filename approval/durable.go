@@ -287,9 +287,10 @@ func (b *Broker) decidedElsewhere(id string) {
 	b.mu.Lock()
 	w, local := b.pending[id]
 	done := b.inHistoryLocked(id)
+	deciding := local && w.deciding
 	b.mu.Unlock()
-	if !local && done {
-		return
+	if (!local && done) || deciding {
+		return // decided here, or being decided here (Decide releases it)
 	}
 	a, ok := b.fetch(id)
 	if !ok || a.DecidedAt == nil {
@@ -319,7 +320,7 @@ func (b *Broker) decidedElsewhere(id string) {
 	}
 	d := Decision(a.Decision)
 	b.mu.Lock()
-	if !b.finishLocked(w, out, reason) {
+	if w.deciding || !b.finishLocked(w, out, reason) {
 		b.mu.Unlock()
 		return
 	}

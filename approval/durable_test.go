@@ -220,3 +220,34 @@ func TestBrokerWithoutStore(t *testing.T) {
 		t.Errorf("Decide = %v", err)
 	}
 }
+
+// The store reports a replica's own decisions back to it; Decide still
+// answers the person with success and releases the request once.
+func TestBrokerDecideWhileFollowing(t *testing.T) {
+	st := slowDecide{memstore.New()}
+	rec := testkit.NewRecorder()
+	b := storeBroker(st, "a", rec)
+	follow(t, b)
+	for i := 0; i < 10; i++ {
+		out, id := awaitAsync(t, context.Background(), b, rec, req("ses_1", "create"))
+		if err := b.Decide(id, DecisionApprove, RememberOnce); err != nil {
+			t.Fatalf("Decide #%d = %v, want success", i, err)
+		}
+		if o := result(t, out); o != OutcomeApproved {
+			t.Fatalf("Await #%d = %v", i, o)
+		}
+		if e := rec.Next(t); e.Event != audit.EventApprovalDecided || e.Fields[FieldApprovalID] != id {
+			t.Fatalf("event after Decide #%d = %+v", i, e)
+		}
+	}
+}
+
+// slowDecide returns from DecideApproval late, after its change was
+// delivered, as a database round trip does.
+type slowDecide struct{ *memstore.Store }
+
+func (s slowDecide) DecideApproval(ctx context.Context, id string, at time.Time, decision, outcome, reason, remember string) (state.Approval, error) {
+	a, err := s.Store.DecideApproval(ctx, id, at, decision, outcome, reason, remember)
+	time.Sleep(20 * time.Millisecond)
+	return a, err
+}
