@@ -201,8 +201,14 @@ type outbound struct {
 func (s *Server) forward(c echo.Context, ob outbound) error {
 	sc, ok := s.clients.get(ob.sess.ID)
 	if !ok {
-		return apiErr(http.StatusConflict, CodeSessionUnavailable,
-			fmt.Sprintf("session %s was not created through this daemon's API, so the API holds no proxy credential for it; create a session with POST /v1/sessions", ob.sess.ID))
+		// Created before a restart or through another replica: this
+		// process never saw its proxy secret, so it uses the registry's
+		// internal one.
+		if err := s.clients.add(ob.sess, s.cfg.Sessions.InternalProxySecret(ob.sess.ID)); err != nil {
+			return apiErr(http.StatusConflict, CodeSessionUnavailable,
+				fmt.Sprintf("session %s has no usable CA here; create a new session with POST /v1/sessions", ob.sess.ID)).because(err)
+		}
+		sc, _ = s.clients.get(ob.sess.ID)
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), s.callTimeout())
 	defer cancel()

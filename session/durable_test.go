@@ -306,3 +306,29 @@ func waitFor(t *testing.T, d time.Duration, ok func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// The control API reaches the proxy as a restored session with the
+// registry's internal secret; another process's internal secret is refused.
+func TestInternalProxySecret(t *testing.T) {
+	st := memstore.New()
+	snap := specs.Compile(t, specA)
+	before := newReplica(t, st, snap, time.Now, nil)
+	s, _, err := before.Create(CreateOptions{Snapshot: snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := newReplica(t, st, snap, time.Now, nil)
+	if _, err := after.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := after.AuthenticateProxy(s.ID, after.InternalProxySecret(s.ID)); err != nil {
+		t.Errorf("internal secret refused: %v", err)
+	}
+	if _, err := after.AuthenticateProxy(s.ID, before.InternalProxySecret(s.ID)); !errors.Is(err, ErrBadCredential) {
+		t.Errorf("another process's internal secret = %v, want ErrBadCredential", err)
+	}
+	other, _, _ := after.Create(CreateOptions{Snapshot: snap})
+	if _, err := after.AuthenticateProxy(other.ID, after.InternalProxySecret(s.ID)); !errors.Is(err, ErrBadCredential) {
+		t.Errorf("one session's internal secret for another = %v, want ErrBadCredential", err)
+	}
+}

@@ -2,8 +2,11 @@ package session
 
 import (
 	"cmp"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -65,6 +68,9 @@ type Registry struct {
 	onEnd       func(*Session, Ending)
 	retainEnded time.Duration
 
+	// internalKey derives InternalProxySecret; random per process.
+	internalKey [32]byte
+
 	mu    sync.Mutex
 	byID  map[string]*entry
 	byAPI map[[sha256.Size]byte]*entry
@@ -88,7 +94,19 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 		r.retainEnded = DefaultRetainEnded
 	}
 	r.durable = newDurable(cfg)
+	_, _ = rand.Read(r.internalKey[:]) // documented never to fail; it crashes the program instead
 	return r
+}
+
+// InternalProxySecret returns a proxy credential for session id that this
+// Registry accepts for as long as the process runs, and no other process
+// does. The control API uses it to reach the proxy as a session whose real
+// proxy secret it never saw (created before a restart, or through another
+// replica); it is never shown to anyone.
+func (r *Registry) InternalProxySecret(id string) string {
+	m := hmac.New(sha256.New, r.internalKey[:])
+	m.Write([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // pendingEnd is an OnEnd call to make after the lock is released.
@@ -266,7 +284,10 @@ func (r *Registry) AuthenticateProxy(id, secret string) (*Session, error) {
 			return nil, ErrUnknownSession
 		}
 		if subtle.ConstantTimeCompare(d[:], e.proxyHash[:]) != 1 {
-			return nil, ErrBadCredential
+			internal := digest(r.InternalProxySecret(id))
+			if subtle.ConstantTimeCompare(d[:], internal[:]) != 1 {
+				return nil, ErrBadCredential
+			}
 		}
 		return e, nil
 	}
