@@ -365,3 +365,24 @@ func (b *Broker) grantsOf(session string) {
 		b.release(finished, d, out, reason)
 	}
 }
+
+// Abandon answers every request held here with OutcomeAbandoned (the
+// request is refused), records each as abandoned, in the store too, and
+// audits it with reason "abandoned": serve calls it when it stops, so
+// held requests do not wait out the drain for a decision nobody can
+// deliver to them. It returns how many it abandoned.
+func (b *Broker) Abandon() int {
+	b.mu.Lock()
+	var finished []*waiter
+	for _, w := range b.pending {
+		if !w.deciding && b.finishLocked(w, OutcomeAbandoned, ReasonAbandoned) {
+			finished = append(finished, w)
+		}
+	}
+	b.mu.Unlock()
+	for _, w := range finished {
+		b.storeSettle(w, "", OutcomeAbandoned, ReasonAbandoned, "")
+	}
+	b.release(finished, "", OutcomeAbandoned, ReasonAbandoned)
+	return len(finished)
+}

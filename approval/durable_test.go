@@ -251,3 +251,27 @@ func (s slowDecide) DecideApproval(ctx context.Context, id string, at time.Time,
 	time.Sleep(20 * time.Millisecond)
 	return a, err
 }
+
+// Abandon refuses what is held, records it abandoned in the store and
+// audits it.
+func TestBrokerAbandon(t *testing.T) {
+	st := memstore.New()
+	rec := testkit.NewRecorder()
+	b := storeBroker(st, "a", rec)
+	out, id := awaitAsync(t, context.Background(), b, rec, req("ses_1", "create"))
+	if n := b.Abandon(); n != 1 {
+		t.Fatalf("Abandon = %d, want 1", n)
+	}
+	if o := result(t, out); o.IsApproved() || o != OutcomeAbandoned {
+		t.Errorf("Await = %v, want abandoned (refused)", o)
+	}
+	if e := rec.Next(t); e.Event != audit.EventApprovalDecided || e.Reason != ReasonAbandoned || e.Decision != "denied" {
+		t.Errorf("audit = %+v", e)
+	}
+	if a, _ := st.Approval(context.Background(), id); a.Outcome != "abandoned" || a.DecidedAt == nil {
+		t.Errorf("stored = %+v", a)
+	}
+	if p := b.List(StateDecided); len(p) != 1 || p[0].Decision != "abandoned" {
+		t.Errorf("List(decided) = %+v", p)
+	}
+}
