@@ -53,10 +53,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building aileron-proxy:", err)
 		os.Exit(1)
 	}
-	sweep := testkit.SweepImages("aileron", "aileron/sandbox-base")
 	code := m.Run()
 	removeSharedImages()
-	sweep()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -8,13 +8,14 @@ import (
 	"time"
 )
 
-// SweepImages is for a TestMain whose tests build container images: it
-// notes the images Docker and Podman hold before the run and returns a
-// function that removes, after it, every image the run added under a
-// repository starting with prefix (and the untagged layers those builds
-// left), except the repositories in keep (a shared base image other test
-// binaries of the same run may still use). A runtime that is not installed
-// or not running is skipped.
+// SweepImages notes the images Docker and Podman hold now and returns a
+// function that removes every image added since under a repository
+// starting with prefix (and the untagged layers those builds left), except
+// the repositories in keep (a shared base image the next run reuses). It
+// wraps a whole test run (internal/testkit/imagesweep), not one test
+// binary: `go test ./...` runs packages side by side, and one binary must
+// not remove an image another is still using. A runtime that is not
+// installed or not running is skipped.
 func SweepImages(prefix string, keep ...string) func() {
 	before := map[string]map[string]bool{}
 	for _, rt := range []string{"docker", "podman"} {
