@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 )
 
 // manifest is one decoded document of a manifest file.
@@ -204,7 +203,7 @@ func TestKustomizationListsManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	var k kustomization
-	if err := yaml.UnmarshalStrict(data, &k); err != nil {
+	if err := decodeStrictYAML(data, &k); err != nil {
 		t.Fatalf("kustomization.yaml: %v", err)
 	}
 	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
