@@ -266,15 +266,24 @@ func TestServeFlags(t *testing.T) {
 			continue
 		}
 		v, _ := volume(spec, m.Name)
-		if v.EmptyDir == nil {
-			continue
-		}
-		filled := slices.ContainsFunc(spec.InitContainers, func(c corev1.Container) bool {
-			im, ok := mountFor(c, path)
-			return ok && im.Name == m.Name && im.MountPath == m.MountPath && strings.Contains(strings.Join(c.Command, " "), path)
-		})
-		if !filled {
-			t.Errorf("--%s=%q is on emptyDir volume %s, which no init container writes that file into", name, path, m.Name)
+		switch {
+		case v.Secret != nil:
+			key := strings.TrimPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/")
+			if s, ok := d.secrets[v.Secret.SecretName]; !ok {
+				t.Errorf("--%s=%q is in Secret %s, which inputs.example.yaml does not describe", name, path, v.Secret.SecretName)
+			} else if _, ok := s.StringData[key]; !ok {
+				t.Errorf("--%s=%q names key %q, which Secret %s does not have", name, path, key, s.Name)
+			}
+		case v.EmptyDir != nil:
+			filled := slices.ContainsFunc(spec.InitContainers, func(c corev1.Container) bool {
+				im, ok := mountFor(c, path)
+				return ok && im.Name == m.Name && im.MountPath == m.MountPath && strings.Contains(strings.Join(c.Command, " "), path)
+			})
+			if !filled {
+				t.Errorf("--%s=%q is on emptyDir volume %s, which no init container writes that file into", name, path, m.Name)
+			}
+		default:
+			t.Errorf("--%s=%q is on volume %s, which is neither a Secret nor filled by an init container", name, path, m.Name)
 		}
 	}
 	if _, ok := f["state-key-file"]; !ok {
@@ -389,7 +398,7 @@ func TestInitContainerFiles(t *testing.T) {
 	d := loadDeployment(t)
 	spec := d.sts.Spec.Template.Spec
 	if len(spec.InitContainers) == 0 {
-		t.Fatal("no init container: who copies credentials.json and the state key into place at mode 0600?")
+		t.Fatal("no init container: who copies credentials.json into place at mode 0600?")
 	}
 	inputs := readFile(t, "inputs.example.yaml")
 	for _, c := range spec.InitContainers {
