@@ -140,7 +140,11 @@ func viewOf(a state.Approval) (Pending, error) {
 	p.ID, p.SessionID = a.ID, a.SessionID
 	if a.DecidedAt != nil {
 		t := *a.DecidedAt
-		p.State, p.Decision, p.Reason, p.DecidedAt, p.Preview = StateDecided, a.Outcome, a.Reason, &t, nil
+		reason := a.Reason
+		if reason == "" {
+			reason = a.Outcome // abandoned: the store records no reason
+		}
+		p.State, p.Decision, p.Reason, p.DecidedAt, p.Preview = StateDecided, a.Outcome, reason, &t, nil
 	} else {
 		p.State = StatePending
 	}
@@ -264,6 +268,49 @@ func (b *Broker) apply(c state.Change) {
 		b.decidedElsewhere(c.ID)
 	case state.ChangeGrantCreated:
 		b.grantsOf(c.ID)
+	case state.ChangeResync:
+		b.resync()
+	}
+}
+
+// resync re-reads the store after the change stream lost changes: other
+// replicas' pending approvals, decisions of requests held here, grants.
+func (b *Broker) resync() {
+	ctx, cancel := storeCtx()
+	all, err := b.store.Approvals(ctx, b.history)
+	cancel()
+	if err != nil {
+		b.log.Warn("re-reading approvals from the state store failed", zap.Error(err))
+		return
+	}
+	remote := map[string]Pending{}
+	var decidedHere []string
+	b.mu.Lock()
+	for _, a := range all {
+		view, err := viewOf(a)
+		switch {
+		case err != nil:
+		case a.DecidedAt != nil:
+			if _, local := b.pending[a.ID]; local {
+				decidedHere = append(decidedHere, a.ID)
+			} else if !b.inHistoryLocked(a.ID) {
+				b.appendHistoryLocked(view)
+			}
+		case a.Replica != b.replica:
+			remote[a.ID] = view
+		}
+	}
+	b.remote = remote
+	sessions := map[string]bool{}
+	for _, w := range b.pending {
+		sessions[w.key.session] = true
+	}
+	b.mu.Unlock()
+	for _, id := range decidedHere {
+		b.decidedElsewhere(id)
+	}
+	for s := range sessions {
+		b.grantsOf(s)
 	}
 }
 

@@ -275,3 +275,24 @@ func TestBrokerAbandon(t *testing.T) {
 		t.Errorf("List(decided) = %+v", p)
 	}
 }
+
+// A watcher that fell behind gets a resync: a decision of a request held
+// here, and another replica's pending approval, apply.
+func TestBrokerResync(t *testing.T) {
+	st := memstore.New()
+	recA := testkit.NewRecorder()
+	a := storeBroker(st, "a", recA)
+	b := storeBroker(st.Shared(), "b", testkit.NewRecorder())
+	out, id := awaitAsync(t, context.Background(), a, recA, req("ses_1", "create"))
+	b.apply(state.Change{Kind: state.ChangeResync})
+	if p := b.List(StatePending); len(p) != 1 || p[0].ID != id {
+		t.Fatalf("B's pending after a resync = %+v", p)
+	}
+	if err := b.Decide(id, DecisionDeny, RememberOnce); err != nil {
+		t.Fatal(err)
+	}
+	a.apply(state.Change{Kind: state.ChangeResync}) // A missed the change
+	if o := result(t, out); o != OutcomeDenied {
+		t.Errorf("A's request after the resync = %v, want denied", o)
+	}
+}

@@ -353,6 +353,26 @@ func (r *Registry) apply(c state.Change) {
 		}
 	case state.ChangeSessionEnded:
 		r.endedElsewhere(c.ID)
+	case state.ChangeResync:
+		r.resync()
+	}
+}
+
+// resync re-reads the store after the change stream lost changes: every
+// session live here that ended elsewhere meanwhile is ended here.
+func (r *Registry) resync() {
+	now := r.now()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	recs, err := r.store.Sessions(ctx, now, now.Add(-r.retainEnded))
+	cancel()
+	if err != nil {
+		r.log.Warn("re-reading sessions from the state store failed", zap.Error(err))
+		return
+	}
+	for _, rec := range recs {
+		if rec.EndedAt != nil && rec.EndReason != EndReasonExpired.String() {
+			r.endRecord(rec)
+		}
 	}
 }
 
@@ -375,9 +395,16 @@ func (r *Registry) endedElsewhere(id string) {
 	if rec.EndedAt == nil || rec.EndReason == EndReasonExpired.String() {
 		return // expiry is noticed here at use
 	}
+	r.endRecord(rec)
+}
+
+// endRecord ends here the session rec says ended elsewhere, if it is live
+// here.
+func (r *Registry) endRecord(rec state.Session) {
 	var ends []pendingEnd
 	r.mu.Lock()
-	if !e.ended {
+	e, ok := r.byID[rec.ID]
+	if ok && !e.ended {
 		e.ended, e.endedAt = true, *rec.EndedAt
 		if !e.notified {
 			e.notified = true

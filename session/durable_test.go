@@ -200,7 +200,8 @@ func TestLookupFallsBackToStoreOnce(t *testing.T) {
 // Misses beyond the table's bound are refused without a query.
 func TestNegativeCacheIsBounded(t *testing.T) {
 	st := memstore.New()
-	r := newReplica(t, st, specs.Compile(t, specA), time.Now, nil)
+	clk := &clock{t: time.Now()} // still: no miss ages out during the loop
+	r := newReplica(t, st, specs.Compile(t, specA), clk.Now, nil)
 	for i := 0; i < maxNegative+100; i++ {
 		tok := string(rune('a'+i%26)) + time.Duration(i).String()
 		_, _ = r.AuthenticateAPI(tok)
@@ -330,5 +331,33 @@ func TestInternalProxySecret(t *testing.T) {
 	other, _, _ := after.Create(CreateOptions{Snapshot: snap})
 	if _, err := after.AuthenticateProxy(other.ID, after.InternalProxySecret(s.ID)); !errors.Is(err, ErrBadCredential) {
 		t.Errorf("one session's internal secret for another = %v, want ErrBadCredential", err)
+	}
+}
+
+// A watcher that fell behind gets a resync: ends it missed apply.
+func TestResyncEndsMissedEnds(t *testing.T) {
+	snap := specs.Compile(t, specA)
+	st := memstore.New()
+	a := newReplica(t, st, snap, time.Now, nil)
+	b := newReplica(t, st.Shared(), snap, time.Now, nil)
+	s, sec, err := a.Create(CreateOptions{Snapshot: snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AuthenticateProxy(s.ID, sec.ProxySecret); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.End(s.ID); err != nil { // B is not following: it misses the change
+		t.Fatal(err)
+	}
+	if _, err := b.AuthenticateProxy(s.ID, sec.ProxySecret); err != nil {
+		t.Fatalf("before the resync B still holds the session live: %v", err)
+	}
+	b.apply(state.Change{Kind: state.ChangeResync})
+	if _, err := b.AuthenticateProxy(s.ID, sec.ProxySecret); !errors.Is(err, ErrSessionEnded) {
+		t.Errorf("after the resync = %v, want ErrSessionEnded", err)
+	}
+	if e := b.endings(); len(e) != 1 || !e[0].Elsewhere {
+		t.Errorf("B's OnEnd = %+v", e)
 	}
 }
