@@ -77,3 +77,31 @@ func TestFingerprintChanges(t *testing.T) {
 		t.Fatal("fingerprint is not stable")
 	}
 }
+
+func TestLoadConfigFileState(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config.json")
+	body := `{"state": "postgres://db.internal/aileron", "state_key_file": "/etc/aileron/state.key", "replica": "serve-0", "shutdown_sandboxes": true}`
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cfg Config
+	if err := LoadConfigFile(p, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StateURL != "postgres://db.internal/aileron" || cfg.StateKeyFile != "/etc/aileron/state.key" || cfg.Replica != "serve-0" || !cfg.ShutdownSandboxes {
+		t.Errorf("state settings = %q %q %q %v", cfg.StateURL, cfg.StateKeyFile, cfg.Replica, cfg.ShutdownSandboxes)
+	}
+}
+
+func TestReplicaDefaultsAndChecks(t *testing.T) {
+	cfg, err := Config{Home: t.TempDir()}.withDefaults()
+	host, _ := os.Hostname()
+	if err != nil || cfg.Replica == "" || (host != "" && cfg.Replica != host) {
+		t.Errorf("default replica = %q, %v; want the host name %q", cfg.Replica, err, host)
+	}
+	for _, bad := range []string{"serve 0", "a\nb", strings.Repeat("x", MaxReplicaBytes+1)} {
+		if _, err := (Config{Home: "h", Replica: bad}).withDefaults(); err == nil || !strings.Contains(err.Error(), "--replica") {
+			t.Errorf("replica %q: %v, want an error naming --replica", bad, err)
+		}
+	}
+}

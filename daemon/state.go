@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/aileron-dev/aileron-proxy/state"
+)
+
+// stateOpenTimeout bounds opening the state store (a migration included).
+const stateOpenTimeout = time.Minute
+
+// openState opens the state store cfg names: the embedded SQLite database
+// under Home unless StateURL says otherwise.
+func openState(cfg Config, log *zap.Logger) (state.Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), stateOpenTimeout)
+	defer cancel()
+	st, err := state.Open(ctx, state.Config{
+		Home:    cfg.Home,
+		URL:     cfg.StateURL,
+		KeyFile: cfg.StateKeyFile,
+		Replica: cfg.Replica,
+		Logger:  log.Named("state"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening the state store: %w", err)
+	}
+	return st, nil
+}
+
+// restoreState loads what the store kept from before this start: the
+// sessions (with their CAs), remembered decisions and other replicas'
+// pending approvals; approvals this replica held when it stopped are
+// recorded as abandoned.
+func (d *Daemon) restoreState() error {
+	ctx, cancel := context.WithTimeout(context.Background(), stateOpenTimeout)
+	defer cancel()
+	sessions, err := d.sessions.Restore(ctx)
+	if err != nil {
+		return err
+	}
+	abandoned, err := d.broker.Restore(ctx)
+	if err != nil {
+		return err
+	}
+	d.log.Info("state restored", zap.String("replica", d.cfg.Replica), zap.Int("sessions", sessions), zap.Int("abandoned_approvals", abandoned))
+	return nil
+}
