@@ -147,11 +147,27 @@ func testWatchSlow(t *testing.T, st state.Store) {
 			t.Fatalf("a slow watcher got %d of %d changes and no resync", len(seen), n)
 		}
 	}
-	// After catching up, the watcher hears new changes again.
+	// Once caught up, the watcher hears new changes again: the change
+	// itself, or one more resync if the writes overran it a second time
+	// after the first resync was queued.
 	if err := st.PutSession(ctx, NewSession("after")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ch, state.Change{Kind: state.ChangeSessionCreated, ID: "after"})
+	for after := false; !after; {
+		select {
+		case c, ok := <-ch:
+			if !ok {
+				t.Fatal("Watch closed")
+			}
+			after = c == state.Change{Kind: state.ChangeSessionCreated, ID: "after"} || c.Kind == state.ChangeResync
+		case <-time.After(5 * time.Second):
+			t.Fatal("after catching up, Watch delivered neither the next change nor a resync")
+		}
+	}
+	if err := st.PutSession(ctx, NewSession("final")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ch, state.Change{Kind: state.ChangeSessionCreated, ID: "final"})
 }
 
 // testConcurrentDecide: of many concurrent decisions on one approval,
