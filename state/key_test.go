@@ -138,10 +138,20 @@ func TestKeyFileOption(t *testing.T) {
 			}
 		}
 	}
-	// The generated key also opens the store given as KeyFile.
-	st, err = Open(ctx, Config{Home: home, KeyFile: filepath.Join(home, "state.key")})
+	// The generated key also opens the store given as KeyFile; a key file
+	// others may read is used with a warning.
+	if logs.FilterMessageSnippet("readable by others").Len() != 0 {
+		t.Errorf("a warning about a 0600 key: %v", logs.All())
+	}
+	if err := os.Chmod(filepath.Join(home, "state.key"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err = Open(ctx, Config{Home: home, KeyFile: filepath.Join(home, "state.key"), Logger: zap.New(core)})
 	if err != nil {
 		t.Fatalf("Open with KeyFile = the generated key: %v", err)
 	}
 	st.Close()
+	if logs.FilterMessageSnippet("readable by others").Len() != 1 {
+		t.Errorf("no warning about a 0644 key file: %v", logs.All())
+	}
 }
