@@ -4,12 +4,19 @@
 // replicas of one test the same data, with Watch delivering every change to
 // every replica at once, as a shared database would. It never touches a
 // disk and seals nothing: it is not a backend.
+//
+// It keeps the semantics the registry and the broker rely on (conditional
+// end and decide, abandoning a replica's approvals, grants, changes to
+// every watcher) but not the backends' record checks: it accepts records
+// a backend refuses as invalid, and approvals of sessions it does not
+// hold. The backends are held to those by state/statetest.
 package memstore
 
 import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,6 +131,11 @@ func (s *Store) PutSession(_ context.Context, x state.Session) error {
 	if _, ok := d.sessions[x.ID]; ok {
 		return fmt.Errorf("memstore: session %s: %w", x.ID, state.ErrConflict)
 	}
+	for _, o := range d.sessions {
+		if o.APIDigest == x.APIDigest {
+			return fmt.Errorf("memstore: session %s: API digest: %w", x.ID, state.ErrConflict)
+		}
+	}
 	d.sessions[x.ID] = cloneSession(x)
 	d.notifyLocked(state.Change{Kind: state.ChangeSessionCreated, ID: x.ID})
 	return nil
@@ -186,7 +198,12 @@ func (s *Store) Sessions(_ context.Context, now, since time.Time) ([]state.Sessi
 			out = append(out, cloneSession(x))
 		}
 	}
-	slices.SortFunc(out, func(a, b state.Session) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(out, func(a, b state.Session) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 	return out, nil
 }
 
@@ -213,6 +230,11 @@ func (s *Store) PruneSessions(_ context.Context, before time.Time) (int, error) 
 			for k := range d.grants {
 				if k[0] == id {
 					delete(d.grants, k)
+				}
+			}
+			for k, sb := range d.sandboxes {
+				if sb.SessionID == id {
+					delete(d.sandboxes, k)
 				}
 			}
 			n++
@@ -283,7 +305,7 @@ func (s *Store) Approvals(_ context.Context, decidedLimit int) ([]state.Approval
 			decided = append(decided, cloneApproval(a))
 		}
 	}
-	if over := len(decided) - decidedLimit; over > 0 {
+	if over := len(decided) - max(decidedLimit, 0); over > 0 {
 		decided = decided[over:]
 	}
 	out := append(decided, pending...)
