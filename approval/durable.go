@@ -228,6 +228,9 @@ func (b *Broker) Follow(ctx context.Context) {
 		if err != nil {
 			b.log.Warn("watching the state store for approvals failed; retrying", zap.Error(err))
 		} else {
+			// What changed before this subscription (since Restore, or
+			// while a dropped stream was re-opened) is read once.
+			b.resync()
 			for c := range changes {
 				b.apply(c)
 			}

@@ -330,6 +330,9 @@ func (r *Registry) Follow(ctx context.Context) {
 		if err != nil {
 			r.log.Warn("watching the state store for sessions failed; retrying", zap.Error(err))
 		} else {
+			// What changed before this subscription (since Restore, or
+			// while a dropped stream was re-opened) is read once.
+			r.resync()
 			for c := range changes {
 				r.apply(c)
 			}
