@@ -22,6 +22,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/proxy"
+	"github.com/aileron-dev/aileron-proxy/state"
 )
 
 // Defaults for Config fields left zero.
@@ -89,6 +90,10 @@ type Config struct {
 	// audit events and as the holder of its pending approvals); empty
 	// means the host name.
 	Replica string
+	// Store, when set, is an open state store used instead of opening
+	// StateURL (an embedding program's, or a test's replicas sharing one
+	// in-memory store); the caller keeps it and closes it after Run.
+	Store state.Store
 	// ShutdownSandboxes removes the long-lived sandboxes at shutdown, as
 	// before sandboxes outlived serve; false leaves them running for the
 	// next start to find.
