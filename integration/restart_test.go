@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,6 +128,22 @@ func TestRestartKeepsState(t *testing.T) {
 			ev := waitAudit(t, e.home, map[string]any{"event": "approval.decided", "reason": "abandoned"})
 			if f, _ := ev["fields"].(map[string]any); f["approval_id"] != heldID || ev["replica"] != "serve-a" || ev["session_id"] != other.ID {
 				t.Errorf("abandoned audit event = %v, want approval %s of %s by replica serve-a", ev, heldID, other.ID)
+			}
+			// The store holds digests, never the session's secrets.
+			pu, err := url.Parse(e.s.ProxyURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxySecret, _ := pu.User.Password()
+			for _, name := range []string{"state.db", "state.db-wal"} {
+				raw, _ := os.ReadFile(filepath.Join(e.home, name))
+				for _, sec := range []string{proxySecret, e.s.APIToken, other.APIToken} {
+					for _, f := range testkit.SecretForms(sec) {
+						if bytes.Contains(raw, []byte(f)) {
+							t.Errorf("%s holds a session secret (as %q)", name, f)
+						}
+					}
+				}
 			}
 			// Nothing was ended by the stop.
 			for _, ev := range auditEvents(t, e.home) {
