@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/aileron-dev/aileron-proxy/learn"
 	"github.com/aileron-dev/aileron-proxy/state"
 )
 
@@ -44,6 +45,15 @@ func (d *Daemon) restoreState() error {
 	sessions, err := d.sessions.Restore(ctx)
 	if err != nil {
 		return err
+	}
+	// A learn session's record is a file of this home: take it up again.
+	for _, s := range d.sessions.List() {
+		if !s.IsLearning() {
+			continue
+		}
+		if err := d.learn.Resume(learn.Header{SessionID: s.ID, Hosts: s.Learn, CreatedAt: s.CreatedAt.UTC(), Agent: s.Agent, Project: s.Project}); err != nil {
+			d.log.Warn("reopening a learn session's record failed; its learned requests go unrecorded", zap.String("session_id", s.ID), zap.Error(err))
+		}
 	}
 	abandoned, err := d.broker.Restore(ctx)
 	if err != nil {

@@ -251,3 +251,34 @@ func TestServeRefusesUnusableStateDB(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartKeepsLearning: a learn session outlives a SIGKILL of serve and
+// its record takes the requests learned after the restart, after those
+// learned before.
+func TestRestartKeepsLearning(t *testing.T) {
+	testkit.RequireTool(t, "curl")
+	home := t.TempDir()
+	up := learnUpstream(t)
+	proxyAddr, apiAddr := testkit.DeadAddr(t), testkit.DeadAddr(t)
+	flags := []string{"--resolve", "api.learn.test:443=" + up.addr, "--upstream-ca", up.certFile,
+		"--proxy-listen", proxyAddr, "--api-listen", apiAddr}
+	e := &env{home: home, up: up, d: startServe(t, home, nil, flags...)}
+	e.s = createSession(t, home, "--learn", "api.learn.test")
+	if _, code := e.curl(t, "https://api.learn.test/v2/items/17"); code != 200 {
+		t.Fatalf("learned GET before the restart = %d", code)
+	}
+	_ = e.d.stop(t, syscall.SIGKILL)
+	e.d = startServe(t, home, nil, flags...)
+	if _, code := e.curl(t, "https://api.learn.test/v2/items/18"); code != 200 {
+		t.Fatalf("learned GET after the restart = %d", code)
+	}
+	mustCLI(t, home, "", "session", "end", e.s.ID)
+	raw, err := os.ReadFile(filepath.Join(home, "learn", e.s.ID+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], e.s.ID) || !strings.Contains(lines[1], `"/v2/items/17"`) || !strings.Contains(lines[2], `"/v2/items/18"`) {
+		t.Errorf("learn record after the restart:\n%s\nwant the header, /v2/items/17, then /v2/items/18", raw)
+	}
+}
