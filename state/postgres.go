@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -113,6 +114,9 @@ type pgStore struct {
 	where  string // "postgres state at host:port/db": no user, no password
 	secret string // the DSN's password, scrubbed from every error
 	log    *zap.Logger
+	// listenPing is how long Watch's listener waits for a notification
+	// before it pings its connection (pgListenPing; shorter in tests).
+	listenPing time.Duration
 
 	hubMu  sync.Mutex
 	hub    *pgHub // started by the first Watch
@@ -142,7 +146,7 @@ func newPostgres(ctx context.Context, dsn string, key sealer, log *zap.Logger) (
 		return nil, fmt.Errorf("parsing the postgres state URL %s: %s; use postgres://USER:PASSWORD@HOST:PORT/DATABASE", where, scrub(msg, secret))
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "aileron-proxy"
-	s := &pgStore{key: key, where: where, secret: secret, log: log.Named("state")}
+	s := &pgStore{key: key, where: where, secret: secret, log: log.Named("state"), listenPing: pgListenPing}
 	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, s.errorf("connecting to %s: %w", where, err)

@@ -642,3 +642,56 @@ func TestParsePgNotification(t *testing.T) {
 }
 
 func pgxPool(dsn string) (*pgxpool.Pool, error) { return pgxpool.New(context.Background(), dsn) }
+
+// TestPostgresListenerIdle checks that the listener's periodic check of a
+// quiet connection keeps that connection: same backend, and notifications
+// still arrive faster than the poll could deliver them.
+func TestPostgresListenerIdle(t *testing.T) {
+	ctx := ctxT(t)
+	s := openPG(t, pgtest.DB(t), newTestSealer(t), nil)
+	s.listenPing = 30 * time.Millisecond
+	w, err := s.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := listenerPID(t, s, 0)
+	time.Sleep(10 * s.listenPing)
+	var fastest time.Duration = time.Hour
+	for i := range 5 {
+		start := time.Now()
+		if err := s.PutSession(ctx, testSession(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		waitChange(t, w, Change{ChangeSessionCreated, fmt.Sprint(i)}, time.Second)
+		fastest = min(fastest, time.Since(start))
+		time.Sleep(3 * s.listenPing)
+	}
+	if fastest >= pgPollInterval/2 {
+		t.Errorf("fastest change took %v; notifications seem not to arrive (only the poll)", fastest)
+	}
+	if again := listenerPID(t, s, -1); again != pid {
+		t.Errorf("listener backend changed from %d to %d while idle; the ping must keep the connection", pid, again)
+	}
+}
+
+// FuzzParsePgNotification checks that any payload parses without a panic
+// and that what parses formats back to a payload that parses the same.
+func FuzzParsePgNotification(f *testing.F) {
+	for _, s := range []string{"12:session.created:s1", "3:grant.created:a:b", "7::s1", "x:y:z", "", "9223372036854775807:k:", "-1:k:i", "+5:k:i"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		seq, c, ok := parsePgNotification(p)
+		if !ok {
+			return
+		}
+		if seq <= 0 || c.Kind == "" {
+			t.Fatalf("parsePgNotification(%q) = %d, %v: accepted a non-positive seq or an empty kind", p, seq, c)
+		}
+		again := fmt.Sprintf("%d:%s:%s", seq, c.Kind, c.ID)
+		seq2, c2, ok2 := parsePgNotification(again)
+		if !ok2 || seq2 != seq || c2 != c {
+			t.Fatalf("parsePgNotification(%q) = %d, %v; its format %q parses to %d, %v, %v", p, seq, c, again, seq2, c2, ok2)
+		}
+	})
+}

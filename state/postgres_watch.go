@@ -31,6 +31,10 @@ const (
 	// pgBackoffMin and pgBackoffMax bound the listener's reconnect waits.
 	pgBackoffMin = 100 * time.Millisecond
 	pgBackoffMax = 5 * time.Second
+	// pgListenPing is how long the listener waits quietly before it checks
+	// its connection with a ping, answered within pgPingTimeout.
+	pgListenPing  = 30 * time.Second
+	pgPingTimeout = 5 * time.Second
 	// pgChangesKeep is how long change rows are kept for pollers.
 	pgChangesKeep    = time.Hour
 	pgChangesPruneEv = 5 * time.Minute
@@ -191,7 +195,20 @@ func (h *pgHub) listenOnce(ctx context.Context) (listened bool, err error) {
 	default:
 	}
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wctx, cancel := context.WithTimeout(ctx, h.s.listenPing)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && wctx.Err() != nil && !conn.IsClosed() {
+			// Quiet for a while: make sure the connection still works (a
+			// dropped one may otherwise go unnoticed for hours).
+			pctx, cancel := context.WithTimeout(ctx, pgPingTimeout)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return true, err
+			}
+			continue
+		}
 		if err != nil {
 			return true, err
 		}
