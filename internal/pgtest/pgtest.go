@@ -15,6 +15,7 @@ package pgtest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -128,7 +129,8 @@ func requireBinaries(t testing.TB) {
 // runs as the `postgres` system user (PostgreSQL refuses root), which owns
 // the directory; otherwise it runs as the current user.
 func Start() (*Server, error) {
-	dir, err := os.MkdirTemp("", "pgtest-")
+	sweepStale()
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("creating the server's directory: %w", err)
 	}
@@ -138,6 +140,37 @@ func Start() (*Server, error) {
 		return nil, err
 	}
 	return srv, nil
+}
+
+// dirPrefix names the servers' temporary directories.
+const dirPrefix = "pgtest-"
+
+// sweepStale removes the directories of servers whose test binary was
+// killed before Stop (the server itself got SIGQUIT): older than ten
+// minutes, with no live postmaster. A directory still in initdb, or whose
+// server runs, is left alone.
+func sweepStale() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, d := range dirs {
+		st, err := os.Stat(d)
+		if err != nil || !st.IsDir() || time.Since(st.ModTime()) < 10*time.Minute {
+			continue
+		}
+		if pidFile, err := os.ReadFile(filepath.Join(d, "data", "postmaster.pid")); err == nil {
+			line, _, _ := strings.Cut(string(pidFile), "\n")
+			if pid, err := strconv.Atoi(strings.TrimSpace(line)); err == nil && alive(pid) {
+				continue
+			}
+		}
+		_ = os.RemoveAll(d)
+	}
+}
+
+// alive reports whether process pid exists (EPERM: it does, another
+// user's).
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func (s *Server) start() error {

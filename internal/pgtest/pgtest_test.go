@@ -2,7 +2,9 @@ package pgtest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -97,5 +99,45 @@ func TestServerStop(t *testing.T) {
 	}
 	if _, err := pgx.Connect(ctx, srv.DSN("postgres")); err == nil {
 		t.Error("after Stop, the server still accepts connections")
+	}
+}
+
+// TestSweepStale checks that Start removes the directory a killed test
+// binary left (old, its postmaster dead) and keeps one whose server runs.
+func TestSweepStale(t *testing.T) {
+	pgtest.DB(t) // skips without the binaries
+	old := time.Now().Add(-time.Hour)
+	mk := func(pid int) string {
+		d, err := os.MkdirTemp("", "pgtest-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		if err := os.MkdirAll(filepath.Join(d, "data"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "data", "postmaster.pid"), []byte(fmt.Sprintf("%d\n/x\n", pid)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	done := exec.Command("true")
+	if err := done.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale, live := mk(done.Process.Pid), mk(os.Getpid())
+	srv, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale directory %s is still there (%v)", stale, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the directory of a live server was removed: %v", err)
 	}
 }
