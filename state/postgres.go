@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -100,17 +101,10 @@ CREATE TABLE changes (
 `,
 }
 
-// sealer seals and opens CA keys under the state key; aad binds a sealed
-// key to its record.
-type sealer interface {
-	Seal(plaintext, aad []byte) ([]byte, error)
-	Open(sealed, aad []byte) ([]byte, error)
-}
-
 // pgStore is the Store of replicas sharing one Postgres database.
 type pgStore struct {
 	pool   *pgxpool.Pool
-	key    sealer
+	key    *Key
 	where  string // "postgres state at host:port/db": no user, no password
 	secret string // the DSN's password, scrubbed from every error
 	log    *zap.Logger
@@ -118,18 +112,26 @@ type pgStore struct {
 	// before it pings its connection (pgListenPing; shorter in tests).
 	listenPing time.Duration
 
-	hubMu  sync.Mutex
-	hub    *pgHub // started by the first Watch
-	closed bool
+	hub *hub // this process's Watch subscribers
+
+	feedMu sync.Mutex
+	feed   *pgFeed // the listener and the poller, started by the first Watch
+	closed atomic.Bool
 }
 
 var _ Store = (*pgStore)(nil)
 
-// newPostgres connects to the database at dsn, migrates its schema and
-// checks the state key against the one the database was written with.
-func newPostgres(ctx context.Context, dsn string, key sealer, log *zap.Logger) (*pgStore, error) {
+// openPostgres opens the database at cfg.URL for Open: it connects,
+// migrates the schema and checks key against the one the database was
+// written with.
+func openPostgres(ctx context.Context, cfg Config, key *Key) (Store, error) {
+	return newPostgres(ctx, cfg.URL, key, cfg.Logger, cfg.Replica)
+}
+
+// newPostgres is openPostgres with its parts.
+func newPostgres(ctx context.Context, dsn string, key *Key, log *zap.Logger, replica string) (*pgStore, error) {
 	if key == nil {
-		return nil, errors.New("postgres state: a state key is required (--state-key-file); the database alone never holds a usable CA key")
+		return nil, errors.New("opening the postgres state: a state key is required (--state-key-file); the database alone never holds a usable CA key")
 	}
 	if log == nil {
 		log = zap.NewNop()
@@ -145,8 +147,8 @@ func newPostgres(ctx context.Context, dsn string, key sealer, log *zap.Logger) (
 		}
 		return nil, fmt.Errorf("parsing the postgres state URL %s: %s; use postgres://USER:PASSWORD@HOST:PORT/DATABASE", where, scrub(msg, secret))
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "aileron-proxy"
-	s := &pgStore{key: key, where: where, secret: secret, log: log.Named("state"), listenPing: pgListenPing}
+	cfg.ConnConfig.RuntimeParams["application_name"] = strings.TrimSpace("aileron-proxy " + replica)
+	s := &pgStore{key: key, where: where, secret: secret, log: log.Named("state"), listenPing: pgListenPing, hub: newHub()}
 	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, s.errorf("connecting to %s: %w", where, err)
@@ -277,54 +279,96 @@ func (s *pgStore) migrate(ctx context.Context) error {
 	return nil
 }
 
-// keyCheck is sealed under the state key at the first start; later starts
-// open it, so a wrong key is refused at start rather than per session.
-var keyCheck = []byte("aileron-proxy state key check")
-
-// checkKey compares the state key with the database's, storing the check
-// value on first use.
+// checkKey compares the state key with the database's check value,
+// storing one on first use, so a wrong key is refused at start rather than
+// per session.
 func (s *pgStore) checkKey(ctx context.Context) error {
-	sealed, err := s.key.Seal(keyCheck, []byte("meta:key_check"))
+	check, err := s.key.checkValue()
 	if err != nil {
 		return fmt.Errorf("sealing the state key check: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, "INSERT INTO meta (name, value) VALUES ('key_check', $1) ON CONFLICT (name) DO NOTHING", sealed); err != nil {
+	if _, err := s.pool.Exec(ctx, "INSERT INTO meta (name, value) VALUES ('key_check', $1) ON CONFLICT (name) DO NOTHING", check); err != nil {
 		return s.errorf("writing the state key check to %s: %w", s.where, err)
 	}
 	var stored []byte
 	if err := s.pool.QueryRow(ctx, "SELECT value FROM meta WHERE name = 'key_check'").Scan(&stored); err != nil {
 		return s.errorf("reading the state key check from %s: %w", s.where, err)
 	}
-	if got, err := s.key.Open(stored, []byte("meta:key_check")); err != nil || string(got) != string(keyCheck) {
-		return fmt.Errorf("%s was written with another state key: give every replica the key file it was created with (--state-key-file); without that key its sessions and their CAs are lost", s.where)
+	if err := s.key.verifyCheck(stored); err != nil {
+		return fmt.Errorf("opening %s: it was written with another state key; give every replica the key file it was created with (--state-key-file): %w", s.where, err)
 	}
 	return nil
 }
 
-// Close stops Watch and closes the pool.
+// Close stops Watch (closing every subscriber's channel) and the pool.
 func (s *pgStore) Close() error {
-	s.hubMu.Lock()
-	h := s.hub
-	s.hub, s.closed = nil, true
-	s.hubMu.Unlock()
-	if h != nil {
-		h.stop()
+	if s.closed.Swap(true) {
+		return nil
 	}
+	s.feedMu.Lock()
+	f := s.feed
+	s.feed = nil
+	s.feedMu.Unlock()
+	if f != nil {
+		f.stop()
+	}
+	s.hub.close()
 	s.pool.Close()
 	return nil
 }
 
-// inTx runs fn in a transaction and commits it.
-func (s *pgStore) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, fn)
+func (s *pgStore) check() error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	return nil
 }
 
-// noteChange records a change in tx: a row in changes (which pollers
-// read) and a notification (which listeners get at commit).
-func noteChange(ctx context.Context, tx pgx.Tx, kind ChangeKind, id string) error {
-	_, err := tx.Exec(ctx, `WITH c AS (INSERT INTO changes (kind, id) VALUES ($1, $2) RETURNING seq)
-SELECT pg_notify('`+pgChannel+`', c.seq || ':' || $1 || ':' || $2) FROM c`, string(kind), id)
-	return err
+// pgTx is a write's transaction and the changes it records.
+type pgTx struct {
+	pgx.Tx
+	changes []pgChange
+}
+
+type pgChange struct {
+	seq int64
+	c   Change
+}
+
+// write runs fn in a transaction, commits it, and then delivers the changes
+// fn noted to this process's watchers (other replicas get them by NOTIFY
+// or by polling; each is delivered once).
+func (s *pgStore) write(ctx context.Context, fn func(*pgTx) error) error {
+	var w *pgTx
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		w = &pgTx{Tx: tx}
+		return fn(w)
+	})
+	if err != nil {
+		return err
+	}
+	s.feedMu.Lock()
+	f := s.feed
+	s.feedMu.Unlock()
+	if f != nil {
+		for _, c := range w.changes {
+			f.deliver(c.seq, c.c)
+		}
+	}
+	return nil
+}
+
+// note records a change in the transaction: a row in changes (which
+// pollers read) and a notification (which listeners get at commit).
+func (w *pgTx) note(ctx context.Context, kind ChangeKind, id string) error {
+	var seq int64
+	err := w.QueryRow(ctx, `WITH c AS (INSERT INTO changes (kind, id) VALUES ($1, $2) RETURNING seq)
+SELECT c.seq FROM c CROSS JOIN LATERAL pg_notify('`+pgChannel+`', c.seq || ':' || $1 || ':' || $2) AS n`, string(kind), id).Scan(&seq)
+	if err != nil {
+		return err
+	}
+	w.changes = append(w.changes, pgChange{seq, Change{Kind: kind, ID: id}})
+	return nil
 }
 
 // pgCode returns the SQLSTATE of err, if Postgres sent one.

@@ -12,7 +12,7 @@ import (
 // BenchmarkPostgresPutSession measures one session's write (sealing its CA
 // key, the row, its change and notification) on the local test server.
 func BenchmarkPostgresPutSession(b *testing.B) {
-	s := openPG(b, pgtest.DB(b), newTestSealer(b), nil)
+	s := openPG(b, pgtest.DB(b), newTestKey(b), nil)
 	ctx := context.Background()
 	i := 0
 	for b.Loop() {
@@ -25,7 +25,7 @@ func BenchmarkPostgresPutSession(b *testing.B) {
 
 // BenchmarkPostgresDecideApproval measures a conditional decision.
 func BenchmarkPostgresDecideApproval(b *testing.B) {
-	s := openPG(b, pgtest.DB(b), newTestSealer(b), nil)
+	s := openPG(b, pgtest.DB(b), newTestKey(b), nil)
 	ctx := context.Background()
 	if err := s.PutSession(ctx, testSession("s")); err != nil {
 		b.Fatal(err)
@@ -44,7 +44,7 @@ func BenchmarkPostgresDecideApproval(b *testing.B) {
 }
 
 func BenchmarkPostgresPutApproval(b *testing.B) {
-	s := openPG(b, pgtest.DB(b), newTestSealer(b), nil)
+	s := openPG(b, pgtest.DB(b), newTestKey(b), nil)
 	ctx := context.Background()
 	if err := s.PutSession(ctx, testSession("s")); err != nil {
 		b.Fatal(err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,17 +12,21 @@ import (
 const pgSessionColumns = `id, proxy_digest, api_digest, ca_cert, ca_key_sealed, connectors, hosts, learn,
 	agent, project, approval_surface, created_at, expires_at, ended_at, end_reason, exit_code`
 
-// caKeyAAD binds a sealed CA key to its session: a sealed key copied to
-// another row does not open.
-func caKeyAAD(id string) []byte { return []byte("session:" + id + ":ca_key") }
-
 // PutSession inserts a new session with its CA key sealed.
 func (s *pgStore) PutSession(ctx context.Context, sess Session) error {
-	sealed, err := s.key.Seal(sess.CAKey, caKeyAAD(sess.ID))
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := validSession(sess); err != nil {
+		return fmt.Errorf("storing a session: %w", err)
+	}
+	// The session's ID is the sealed key's additional data: a sealed key
+	// copied to another session's row does not open.
+	sealed, err := s.key.Seal(sess.ID, sess.CAKey)
 	if err != nil {
 		return fmt.Errorf("sealing session %q's CA key: %w", sess.ID, err)
 	}
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.write(ctx, func(tx *pgTx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO sessions (`+pgSessionColumns+`)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 			sess.ID, sess.ProxyDigest[:], sess.APIDigest[:], nonNilBytes(sess.CACert), sealed,
@@ -34,7 +36,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		if err != nil {
 			return err
 		}
-		return noteChange(ctx, tx, ChangeSessionCreated, sess.ID)
+		return tx.note(ctx, ChangeSessionCreated, sess.ID)
 	})
 	if pgCode(err) == pgUniqueViolation {
 		return fmt.Errorf("storing session %q in %s: a session with that ID or API token exists: %w", sess.ID, s.where, ErrConflict)
@@ -47,7 +49,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 
 // EndSession marks a live session ended.
 func (s *pgStore) EndSession(ctx context.Context, id string, at time.Time, reason string, exitCode *int) error {
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := validEnd(id, at, reason); err != nil {
+		return fmt.Errorf("ending a session: %w", err)
+	}
+	err := s.write(ctx, func(tx *pgTx) error {
 		tag, err := tx.Exec(ctx, `UPDATE sessions SET ended_at = $2, end_reason = $3, exit_code = $4
 WHERE id = $1 AND ended_at IS NULL`, id, at, reason, exitCode)
 		if err != nil {
@@ -56,7 +64,7 @@ WHERE id = $1 AND ended_at IS NULL`, id, at, reason, exitCode)
 		if tag.RowsAffected() == 0 {
 			return s.missing(ctx, tx, "sessions", id)
 		}
-		return noteChange(ctx, tx, ChangeSessionEnded, id)
+		return tx.note(ctx, ChangeSessionEnded, id)
 	})
 	if errors.Is(err, ErrConflict) {
 		return fmt.Errorf("ending session %q: it already ended: %w", id, ErrConflict)
@@ -94,6 +102,9 @@ func (s *pgStore) SessionByAPIDigest(ctx context.Context, d [32]byte) (Session, 
 }
 
 func (s *pgStore) oneSession(ctx context.Context, what, where string, arg any) (Session, error) {
+	if err := s.check(); err != nil {
+		return Session{}, err
+	}
 	rows, err := s.pool.Query(ctx, "SELECT "+pgSessionColumns+" FROM sessions WHERE "+where, arg)
 	if err != nil {
 		return Session{}, s.errorf("reading %s from %s: %w", what, s.where, err)
@@ -110,6 +121,9 @@ func (s *pgStore) oneSession(ctx context.Context, what, where string, arg any) (
 
 // Sessions returns live sessions and those that ended or expired after since.
 func (s *pgStore) Sessions(ctx context.Context, now, since time.Time) ([]Session, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, "SELECT "+pgSessionColumns+` FROM sessions
 WHERE (ended_at IS NULL AND expires_at > $1) OR least(coalesce(ended_at, expires_at), expires_at) > $2
 ORDER BY created_at, id`, now, since)
@@ -140,6 +154,7 @@ func (s *pgStore) collectSessions(rows pgx.Rows) ([]Session, error) {
 			rows.Close()
 			return nil, err
 		}
+		sess.CACert = nilIfEmpty(sess.CACert)
 		copy(sess.ProxyDigest[:], proxyD)
 		copy(sess.APIDigest[:], apiD)
 		sess.Connectors, sess.Hosts, sess.Learn = emptyNil(connectors), emptyNil(hosts), emptyNil(lr)
@@ -149,10 +164,10 @@ func (s *pgStore) collectSessions(rows pgx.Rows) ([]Session, error) {
 			e := int(*exit)
 			sess.ExitCode = &e
 		}
-		key, err := s.key.Open(sealed, caKeyAAD(sess.ID))
+		key, err := s.key.Open(sess.ID, sealed)
 		if err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("opening session %q's CA key: the state key is not the one it was sealed with (--state-key-file); without that key the session is lost", sess.ID)
+			return nil, fmt.Errorf("opening session %q's CA key (is --state-key-file the key the replicas were started with?): %w", sess.ID, err)
 		}
 		sess.CAKey = key
 		out = append(out, sess)
@@ -164,8 +179,11 @@ func (s *pgStore) collectSessions(rows pgx.Rows) ([]Session, error) {
 // and sandboxes go with them (ON DELETE CASCADE). Changes older than an
 // hour, which no poller still needs, go too.
 func (s *pgStore) PruneSessions(ctx context.Context, before time.Time) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
 	var n int64
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx *pgTx) error {
 		tag, err := tx.Exec(ctx, "DELETE FROM sessions WHERE least(coalesce(ended_at, expires_at), expires_at) < $1", before)
 		if err != nil {
 			return err
@@ -184,7 +202,13 @@ const pgApprovalColumns = `id, session_id, replica, view, created_at, decided_at
 
 // PutApproval inserts a pending approval.
 func (s *pgStore) PutApproval(ctx context.Context, a Approval) error {
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := validApproval(a); err != nil {
+		return fmt.Errorf("storing an approval: %w", err)
+	}
+	err := s.write(ctx, func(tx *pgTx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO approvals (`+pgApprovalColumns+`)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 			a.ID, a.SessionID, a.Replica, nonNilBytes(a.View), a.CreatedAt, a.DecidedAt,
@@ -192,7 +216,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		if err != nil {
 			return err
 		}
-		return noteChange(ctx, tx, ChangeApprovalCreated, a.ID)
+		return tx.note(ctx, ChangeApprovalCreated, a.ID)
 	})
 	switch pgCode(err) {
 	case "":
@@ -209,8 +233,14 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 
 // DecideApproval settles a pending approval, once.
 func (s *pgStore) DecideApproval(ctx context.Context, id string, at time.Time, decision, outcome, reason, remember string) (Approval, error) {
+	if err := s.check(); err != nil {
+		return Approval{}, err
+	}
+	if err := validDecision(id, at, decision, outcome, remember); err != nil {
+		return Approval{}, fmt.Errorf("deciding an approval: %w", err)
+	}
 	var got []Approval
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx *pgTx) error {
 		rows, err := tx.Query(ctx, `UPDATE approvals SET decided_at = $2, decision = $3, outcome = $4, reason = $5, remember = $6
 WHERE id = $1 AND decided_at IS NULL RETURNING `+pgApprovalColumns, id, at, decision, outcome, reason, remember)
 		if err != nil {
@@ -222,7 +252,7 @@ WHERE id = $1 AND decided_at IS NULL RETURNING `+pgApprovalColumns, id, at, deci
 		if len(got) == 0 {
 			return s.missing(ctx, tx, "approvals", id)
 		}
-		return noteChange(ctx, tx, ChangeApprovalDecided, id)
+		return tx.note(ctx, ChangeApprovalDecided, id)
 	})
 	if errors.Is(err, ErrConflict) {
 		return Approval{}, fmt.Errorf("deciding approval %q: it was already decided: %w", id, ErrConflict)
@@ -238,6 +268,9 @@ WHERE id = $1 AND decided_at IS NULL RETURNING `+pgApprovalColumns, id, at, deci
 
 // Approval returns one approval.
 func (s *pgStore) Approval(ctx context.Context, id string) (Approval, error) {
+	if err := s.check(); err != nil {
+		return Approval{}, err
+	}
 	rows, err := s.pool.Query(ctx, "SELECT "+pgApprovalColumns+" FROM approvals WHERE id = $1", id)
 	if err != nil {
 		return Approval{}, s.errorf("reading approval %q from %s: %w", id, s.where, err)
@@ -255,6 +288,9 @@ func (s *pgStore) Approval(ctx context.Context, id string) (Approval, error) {
 // Approvals returns every pending approval and the decidedLimit most
 // recently decided ones, oldest first.
 func (s *pgStore) Approvals(ctx context.Context, decidedLimit int) ([]Approval, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, `(SELECT `+pgApprovalColumns+` FROM approvals WHERE decided_at IS NULL)
 UNION ALL
 (SELECT `+pgApprovalColumns+` FROM approvals WHERE decided_at IS NOT NULL ORDER BY decided_at DESC, id DESC LIMIT $1)`, max(decidedLimit, 0))
@@ -265,19 +301,20 @@ UNION ALL
 	if err != nil {
 		return nil, s.errorf("listing approvals in %s: %w", s.where, err)
 	}
-	slices.SortStableFunc(got, func(a, b Approval) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	sortApprovals(got)
 	return got, nil
 }
 
 // AbandonApprovals settles replica's pending approvals as abandoned.
 func (s *pgStore) AbandonApprovals(ctx context.Context, replica string, at time.Time) ([]Approval, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := checkTime("the abandon time", at); err != nil {
+		return nil, fmt.Errorf("abandoning approvals: %w", err)
+	}
 	var got []Approval
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx *pgTx) error {
 		rows, err := tx.Query(ctx, `UPDATE approvals SET decided_at = $2, outcome = 'abandoned'
 WHERE replica = $1 AND decided_at IS NULL RETURNING `+pgApprovalColumns, replica, at)
 		if err != nil {
@@ -287,7 +324,7 @@ WHERE replica = $1 AND decided_at IS NULL RETURNING `+pgApprovalColumns, replica
 			return err
 		}
 		for _, a := range got {
-			if err := noteChange(ctx, tx, ChangeApprovalDecided, a.ID); err != nil {
+			if err := tx.note(ctx, ChangeApprovalDecided, a.ID); err != nil {
 				return err
 			}
 		}
@@ -296,7 +333,7 @@ WHERE replica = $1 AND decided_at IS NULL RETURNING `+pgApprovalColumns, replica
 	if err != nil {
 		return nil, s.errorf("abandoning replica %q's pending approvals in %s: %w", replica, s.where, err)
 	}
-	slices.SortStableFunc(got, func(a, b Approval) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	sortApprovals(got)
 	return got, nil
 }
 
@@ -312,6 +349,7 @@ func collectApprovals(rows pgx.Rows) ([]Approval, error) {
 			rows.Close()
 			return nil, err
 		}
+		a.View = nilIfEmpty(a.View)
 		a.CreatedAt = a.CreatedAt.UTC()
 		a.DecidedAt = utcPtr(decided)
 		out = append(out, a)
@@ -321,7 +359,13 @@ func collectApprovals(rows pgx.Rows) ([]Approval, error) {
 
 // PutGrant remembers a decision, replacing one for the same key.
 func (s *pgStore) PutGrant(ctx context.Context, g Grant) error {
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := validGrant(g); err != nil {
+		return fmt.Errorf("storing a grant: %w", err)
+	}
+	err := s.write(ctx, func(tx *pgTx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO grants (session_id, connector, tool, operation, decision, created_at)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (session_id, connector, tool, operation) DO UPDATE SET decision = EXCLUDED.decision, created_at = EXCLUDED.created_at`,
@@ -329,7 +373,7 @@ ON CONFLICT (session_id, connector, tool, operation) DO UPDATE SET decision = EX
 		if err != nil {
 			return err
 		}
-		return noteChange(ctx, tx, ChangeGrantCreated, g.SessionID)
+		return tx.note(ctx, ChangeGrantCreated, g.SessionID)
 	})
 	if pgCode(err) == pgForeignKeyViolation {
 		return fmt.Errorf("remembering a decision of session %q: the session is not in %s: %w", g.SessionID, s.where, ErrNotFound)
@@ -342,6 +386,9 @@ ON CONFLICT (session_id, connector, tool, operation) DO UPDATE SET decision = EX
 
 // Grants returns the remembered decisions of live sessions.
 func (s *pgStore) Grants(ctx context.Context) ([]Grant, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, `SELECT g.session_id, g.connector, g.tool, g.operation, g.decision, g.created_at
 FROM grants g JOIN sessions s ON s.id = g.session_id
 WHERE s.ended_at IS NULL AND s.expires_at > $1
@@ -369,7 +416,13 @@ const pgSandboxColumns = `id, session_id, token_digest, replica, spec, created_a
 
 // PutSandbox inserts or replaces a sandbox record.
 func (s *pgStore) PutSandbox(ctx context.Context, sb Sandbox) error {
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := validSandbox(sb); err != nil {
+		return fmt.Errorf("storing a sandbox: %w", err)
+	}
+	err := s.write(ctx, func(tx *pgTx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO sandboxes (`+pgSandboxColumns+`)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (id) DO UPDATE SET session_id = EXCLUDED.session_id, token_digest = EXCLUDED.token_digest,
@@ -379,7 +432,7 @@ ON CONFLICT (id) DO UPDATE SET session_id = EXCLUDED.session_id, token_digest = 
 		if err != nil {
 			return err
 		}
-		return noteChange(ctx, tx, ChangeSandboxChanged, sb.ID)
+		return tx.note(ctx, ChangeSandboxChanged, sb.ID)
 	})
 	if pgCode(err) == pgForeignKeyViolation {
 		return fmt.Errorf("storing sandbox %q: its session %q is not in %s: %w", sb.ID, sb.SessionID, s.where, ErrNotFound)
@@ -392,18 +445,30 @@ ON CONFLICT (id) DO UPDATE SET session_id = EXCLUDED.session_id, token_digest = 
 
 // MarkSandboxGone records that a sandbox's container is gone.
 func (s *pgStore) MarkSandboxGone(ctx context.Context, id string, at time.Time) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := checkID("sandbox", id); err != nil {
+		return fmt.Errorf("marking a sandbox gone: %w", err)
+	}
+	if err := checkTime(fmt.Sprintf("sandbox %q gone time", id), at); err != nil {
+		return fmt.Errorf("marking a sandbox gone: %w", err)
+	}
 	return s.sandboxWrite(ctx, "marking sandbox %q gone", id, "UPDATE sandboxes SET gone_at = $2 WHERE id = $1", id, at)
 }
 
 // DeleteSandbox forgets a removed sandbox.
 func (s *pgStore) DeleteSandbox(ctx context.Context, id string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
 	return s.sandboxWrite(ctx, "forgetting sandbox %q", id, "DELETE FROM sandboxes WHERE id = $1", id)
 }
 
 // sandboxWrite runs one statement on a sandbox's row; ErrNotFound when it
 // matched none.
 func (s *pgStore) sandboxWrite(ctx context.Context, what, id, sql string, args ...any) error {
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx *pgTx) error {
 		tag, err := tx.Exec(ctx, sql, args...)
 		if err != nil {
 			return err
@@ -411,7 +476,7 @@ func (s *pgStore) sandboxWrite(ctx context.Context, what, id, sql string, args .
 		if tag.RowsAffected() == 0 {
 			return ErrNotFound
 		}
-		return noteChange(ctx, tx, ChangeSandboxChanged, id)
+		return tx.note(ctx, ChangeSandboxChanged, id)
 	})
 	what = fmt.Sprintf(what, id)
 	if errors.Is(err, ErrNotFound) {
@@ -425,6 +490,9 @@ func (s *pgStore) sandboxWrite(ctx context.Context, what, id, sql string, args .
 
 // Sandboxes returns every sandbox record.
 func (s *pgStore) Sandboxes(ctx context.Context) ([]Sandbox, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, "SELECT "+pgSandboxColumns+" FROM sandboxes ORDER BY created_at, id")
 	if err != nil {
 		return nil, s.errorf("listing sandboxes in %s: %w", s.where, err)
@@ -440,6 +508,7 @@ func (s *pgStore) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 			rows.Close()
 			return nil, s.errorf("listing sandboxes in %s: %w", s.where, err)
 		}
+		sb.Spec = nilIfEmpty(sb.Spec)
 		copy(sb.TokenDigest[:], d)
 		sb.CreatedAt, sb.ExpiresAt, sb.GoneAt = sb.CreatedAt.UTC(), sb.ExpiresAt.UTC(), utcPtr(gone)
 		out = append(out, sb)

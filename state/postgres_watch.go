@@ -2,7 +2,6 @@ package state
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,17 +16,15 @@ import (
 // dedicated connection per Store LISTENs (reconnecting with backoff), and
 // a poller reads the changes table every pgPollInterval, so a change whose
 // notification was lost (a dropped connection, a restarted server) still
-// arrives within about a second. Each change is delivered once per
-// subscriber, whichever path saw it first.
+// arrives within about a second. The writing replica delivers its own
+// changes at commit. Each change reaches the hub once, whichever path saw
+// it first; the hub fans it out without ever blocking.
 const (
 	pgPollInterval = 500 * time.Millisecond
 	// pgSettle is how long after its transaction started a change row is
 	// taken as final: rows with a lower seq can no longer appear, so the
 	// poller's floor moves past it. Writes are short transactions.
 	pgSettle = 5 * time.Second
-	// pgSubBuffer is each subscriber's buffer; a subscriber that falls
-	// further behind gets one pgChangeResync instead of what it missed.
-	pgSubBuffer = 256
 	// pgBackoffMin and pgBackoffMax bound the listener's reconnect waits.
 	pgBackoffMin = 100 * time.Millisecond
 	pgBackoffMax = 5 * time.Second
@@ -40,78 +37,48 @@ const (
 	pgChangesPruneEv = 5 * time.Minute
 )
 
-// pgChangeResync tells a subscriber it missed changes: re-read everything.
-const pgChangeResync ChangeKind = "resync"
-
-// pgHub fans the changes of one Store out to its Watch subscribers.
-type pgHub struct {
+// pgFeed turns the database's changes into the store's hub: the listener,
+// the poller, and which changes were delivered.
+type pgFeed struct {
 	s      *pgStore
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the hub stopped
 	wg     sync.WaitGroup
 	kick   chan struct{} // asks the poller to poll now
 
 	mu        sync.Mutex
-	subs      map[*pgSub]struct{}
 	floor     int64              // every change with seq <= floor was handled
 	delivered map[int64]struct{} // changes above floor already delivered
-}
-
-type pgSub struct {
-	ch       chan Change
-	overflow bool // changes were dropped: owes a resync
 }
 
 // Watch delivers every replica's changes until ctx ends or the store
 // closes; the channel is closed then.
 func (s *pgStore) Watch(ctx context.Context) (<-chan Change, error) {
-	h, err := s.startHub(ctx)
-	if err != nil {
+	if err := s.check(); err != nil {
 		return nil, err
 	}
-	sub := &pgSub{ch: make(chan Change, pgSubBuffer)}
-	h.mu.Lock()
-	if h.subs == nil { // stopped
-		h.mu.Unlock()
-		return nil, fmt.Errorf("watching %s: the store is closed", s.where)
+	if err := s.startFeed(ctx); err != nil {
+		return nil, err
 	}
-	h.subs[sub] = struct{}{}
-	h.mu.Unlock()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-h.done:
-		}
-		h.mu.Lock()
-		if _, ok := h.subs[sub]; ok {
-			delete(h.subs, sub)
-			close(sub.ch)
-		}
-		h.mu.Unlock()
-	}()
-	return sub.ch, nil
+	return s.hub.subscribe(ctx)
 }
 
-// startHub starts the listener and the poller on the first Watch.
-func (s *pgStore) startHub(ctx context.Context) (*pgHub, error) {
-	s.hubMu.Lock()
-	defer s.hubMu.Unlock()
-	if s.closed {
-		return nil, fmt.Errorf("watching %s: the store is closed", s.where)
+// startFeed starts the listener and the poller on the first Watch.
+func (s *pgStore) startFeed(ctx context.Context) error {
+	s.feedMu.Lock()
+	defer s.feedMu.Unlock()
+	if s.closed.Load() {
+		return errClosed
 	}
-	if s.hub != nil {
-		return s.hub, nil
+	if s.feed != nil {
+		return nil
 	}
-	h := &pgHub{
-		s: s, done: make(chan struct{}), kick: make(chan struct{}, 1),
-		subs: map[*pgSub]struct{}{}, delivered: map[int64]struct{}{},
-	}
+	f := &pgFeed{s: s, kick: make(chan struct{}, 1), delivered: map[int64]struct{}{}}
 	// Changes made before the first Watch are not delivered: the floor
 	// starts at the last settled change, and the visible ones above it
 	// count as delivered.
 	rows, err := s.pool.Query(ctx, "SELECT seq, at < now() - $1::interval FROM changes WHERE seq > (SELECT coalesce(max(seq), 0) FROM changes WHERE at < now() - $1::interval) - 1 ORDER BY seq", pgSettle)
 	if err != nil {
-		return nil, s.errorf("watching %s: %w", s.where, err)
+		return s.errorf("watching %s: %w", s.where, err)
 	}
 	for rows.Next() {
 		var (
@@ -120,41 +87,34 @@ func (s *pgStore) startHub(ctx context.Context) (*pgHub, error) {
 		)
 		if err := rows.Scan(&seq, &settled); err != nil {
 			rows.Close()
-			return nil, s.errorf("watching %s: %w", s.where, err)
+			return s.errorf("watching %s: %w", s.where, err)
 		}
 		if settled {
-			h.floor = seq
+			f.floor = seq
 		} else {
-			h.delivered[seq] = struct{}{}
+			f.delivered[seq] = struct{}{}
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.errorf("watching %s: %w", s.where, err)
+		return s.errorf("watching %s: %w", s.where, err)
 	}
-	hctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	h.wg.Add(2)
-	go h.listen(hctx)
-	go h.poll(hctx)
-	s.hub = h
-	return h, nil
+	fctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.wg.Add(2)
+	go f.listen(fctx)
+	go f.poll(fctx)
+	s.feed = f
+	return nil
 }
 
-// stop ends the listener and the poller and closes every subscriber.
-func (h *pgHub) stop() {
-	h.cancel()
-	h.wg.Wait()
-	h.mu.Lock()
-	for sub := range h.subs {
-		close(sub.ch)
-	}
-	h.subs = nil
-	h.mu.Unlock()
-	close(h.done)
+// stop ends the listener and the poller.
+func (f *pgFeed) stop() {
+	f.cancel()
+	f.wg.Wait()
 }
 
 // listen keeps a LISTEN connection open, reconnecting with backoff.
-func (h *pgHub) listen(ctx context.Context) {
+func (h *pgFeed) listen(ctx context.Context) {
 	defer h.wg.Done()
 	backoff := pgBackoffMin
 	for {
@@ -178,7 +138,7 @@ func (h *pgHub) listen(ctx context.Context) {
 
 // listenOnce connects, LISTENs and delivers notifications until the
 // connection fails; listened reports whether LISTEN succeeded.
-func (h *pgHub) listenOnce(ctx context.Context) (listened bool, err error) {
+func (h *pgFeed) listenOnce(ctx context.Context) (listened bool, err error) {
 	cfg := h.s.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = "aileron-proxy state listener"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
@@ -237,7 +197,7 @@ func parsePgNotification(p string) (int64, Change, bool) {
 
 // poll reads the changes table every pgPollInterval (and when kicked),
 // delivering what the listener missed.
-func (h *pgHub) poll(ctx context.Context) {
+func (h *pgFeed) poll(ctx context.Context) {
 	defer h.wg.Done()
 	tick := time.NewTicker(pgPollInterval)
 	defer tick.Stop()
@@ -257,6 +217,11 @@ func (h *pgHub) poll(ctx context.Context) {
 		if err != nil && !failing {
 			h.s.log.Warn("polling state changes failed; retrying", zap.Error(h.s.errorf("%w", err)))
 		}
+		if err == nil && failing {
+			// The store was unreachable: whatever was missed is re-read.
+			h.s.log.Info("polling state changes works again; watchers resync")
+			h.s.hub.publish(Change{Kind: ChangeResync})
+		}
 		failing = err != nil
 		if time.Since(lastPrune) > pgChangesPruneEv {
 			lastPrune = time.Now()
@@ -267,7 +232,7 @@ func (h *pgHub) poll(ctx context.Context) {
 	}
 }
 
-func (h *pgHub) pollOnce(ctx context.Context) error {
+func (h *pgFeed) pollOnce(ctx context.Context) error {
 	h.mu.Lock()
 	floor := h.floor
 	h.mu.Unlock()
@@ -312,16 +277,12 @@ func (h *pgHub) pollOnce(ctx context.Context) error {
 			}
 		}
 	}
-	for sub := range h.subs {
-		sub.flush()
-	}
 	h.mu.Unlock()
 	return nil
 }
 
-// deliver sends change seq to every subscriber unless it was delivered.
-// It never blocks: a full subscriber owes a resync instead.
-func (h *pgHub) deliver(seq int64, c Change) {
+// deliver hands change seq to the hub unless it was delivered.
+func (h *pgFeed) deliver(seq int64, c Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if seq <= h.floor {
@@ -331,29 +292,6 @@ func (h *pgHub) deliver(seq int64, c Change) {
 		return
 	}
 	h.delivered[seq] = struct{}{}
-	for sub := range h.subs {
-		if !sub.flush() {
-			continue
-		}
-		select {
-		case sub.ch <- c:
-		default:
-			sub.overflow = true
-		}
-	}
-}
-
-// flush sends a resync a subscriber owes, and reports whether it owes
-// none now. Called with the hub's lock held.
-func (sub *pgSub) flush() bool {
-	if !sub.overflow {
-		return true
-	}
-	select {
-	case sub.ch <- Change{Kind: pgChangeResync}:
-		sub.overflow = false
-		return true
-	default:
-		return false
-	}
+	// Under h.mu, so the hub sees each replica's changes in one order.
+	h.s.hub.publish(c)
 }
