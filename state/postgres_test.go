@@ -696,3 +696,53 @@ func TestPostgresWatchOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresServerRestart restarts the database under two replicas (a
+// failover, an upgrade), down for two polls: writes work again, the
+// watching replica gets a ChangeResync for what it may have missed while
+// the database was away, and the changes after that arrive as before.
+func TestPostgresServerRestart(t *testing.T) {
+	ctx := ctxT(t)
+	srv := pgtest.Own(t)
+	dsn, key := srv.DSN("postgres"), newTestKey(t)
+	a, b := openPG(t, dsn, key, nil), openPG(t, dsn, key, nil)
+	w, err := a.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutSession(ctx, testSession("before")); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, w, Change{ChangeSessionCreated, "before"}, time.Second)
+	if err := srv.Restart(2 * pgPollInterval); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	// The pool's connections died with the server: a write may fail
+	// once before the pool dials again.
+	for {
+		err := b.PutSession(ctx, testSession("after"))
+		if err == nil {
+			break
+		}
+		if time.Since(restarted) > 5*time.Second {
+			t.Fatalf("writing 5s after the database restarted: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var resync, after bool
+	deadline := time.After(5 * time.Second)
+	for !resync || !after {
+		select {
+		case c := <-w:
+			resync = resync || c.Kind == ChangeResync
+			after = after || c == Change{ChangeSessionCreated, "after"}
+		case <-deadline:
+			t.Fatalf("5s after the restart: resync %v, the new session's change %v; want both", resync, after)
+		}
+	}
+	t.Logf("after the database restarted, the write and its change took %v", time.Since(restarted))
+	if got, err := a.Session(ctx, "after"); err != nil || !bytes.Equal(got.CAKey, testSession("after").CAKey) {
+		t.Errorf("replica a reading the new session: %v", err)
+	}
+}

@@ -49,6 +49,7 @@ const (
 type Server struct {
 	dir  string // temporary directory: data/, the unix socket, the log
 	port int
+	cred *syscall.Credential // whom the server runs as; nil: the current user
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the postgres process exited
 	logs *syncBuffer
@@ -97,17 +98,26 @@ func DB(t testing.TB) string {
 	return srv.DSN(name)
 }
 
+// Own starts a server for t alone, stopped and removed at t's cleanup, for
+// a test that restarts or stops it. Its empty "postgres" database is
+// there to use (DSN("postgres")).
+func Own(t testing.TB) *Server {
+	t.Helper()
+	requireBinaries(t)
+	srv, err := Start()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
 // server returns the shared server under Main, or one of t's own.
 func server(t testing.TB) *Server {
 	t.Helper()
 	requireBinaries(t)
 	if !shared.enabled {
-		srv, err := Start()
-		if err != nil {
-			t.Fatalf("pgtest: %v", err)
-		}
-		t.Cleanup(srv.Stop)
-		return srv
+		return Own(t)
 	}
 	shared.once.Do(func() { shared.srv, shared.err = Start() })
 	if shared.err != nil {
@@ -134,7 +144,7 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the server's directory: %w", err)
 	}
-	srv := &Server{dir: dir, logs: &syncBuffer{}, done: make(chan struct{})}
+	srv := &Server{dir: dir, logs: &syncBuffer{}}
 	if err := srv.start(); err != nil {
 		srv.Stop()
 		return nil, err
@@ -211,6 +221,15 @@ func (s *Server) start() error {
 	s.port = ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 
+	s.cred = cred
+	return s.run()
+}
+
+// run starts postgres on the initialised directory and waits until it
+// accepts connections.
+func (s *Server) run() error {
+	data := filepath.Join(s.dir, "data")
+	s.done = make(chan struct{})
 	s.cmd = exec.Command(filepath.Join(BinDir, "postgres"), "-D", data,
 		"-c", "listen_addresses=127.0.0.1", "-c", "port="+strconv.Itoa(s.port),
 		"-c", "unix_socket_directories="+s.dir,
@@ -218,13 +237,14 @@ func (s *Server) start() error {
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=200", "-c", "log_min_messages=warning")
 	// SIGQUIT (immediate shutdown) if the test binary dies without Stop.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGQUIT}
 	s.cmd.Env = serverEnv()
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("starting postgres: %w", err)
 	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	cmd, done := s.cmd, s.done
+	go func() { _ = cmd.Wait(); close(done) }()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -299,6 +319,12 @@ func (s *Server) exec(ctx context.Context, sql string) error {
 // Stop shuts the server down (fast shutdown, then a kill after 10s) and
 // removes its directory.
 func (s *Server) Stop() {
+	s.halt()
+	_ = os.RemoveAll(s.dir)
+}
+
+// halt stops the server process, keeping its data.
+func (s *Server) halt() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Signal(syscall.SIGINT)
 		select {
@@ -308,7 +334,16 @@ func (s *Server) Stop() {
 			<-s.done
 		}
 	}
-	_ = os.RemoveAll(s.dir)
+}
+
+// Restart shuts the server down (every connection is closed, as when a
+// database fails over or restarts), leaves it down for down, and starts it
+// again on the same port with the same data. Only for a server of the
+// test's own (Own), never the shared one.
+func (s *Server) Restart(down time.Duration) error {
+	s.halt()
+	time.Sleep(down)
+	return s.run()
 }
 
 // Logs returns what the server wrote to stdout and stderr.

@@ -63,14 +63,10 @@ func TestDB(t *testing.T) {
 	}
 }
 
-// TestServerStop checks that a server of its own (no Main) runs as
-// a non-root user and that Stop removes its directory.
+// TestServerStop checks that a server of a test's own runs as a non-root
+// user, restarts, and that Stop removes its directory.
 func TestServerStop(t *testing.T) {
-	pgtest.DB(t) // skips without the binaries
-	srv, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := pgtest.Own(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, srv.DSN("postgres"))
@@ -92,6 +88,14 @@ func TestServerStop(t *testing.T) {
 		t.Errorf("the data directory %s belongs to root; the server must not run as root", dir)
 	} else if owner != uint32(os.Geteuid()) && os.Geteuid() != 0 {
 		t.Errorf("the data directory belongs to uid %d, want the current user's %d", owner, os.Geteuid())
+	}
+	if err := srv.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := pgx.Connect(ctx, srv.DSN("postgres")); err != nil {
+		t.Fatalf("after Restart: %v", err)
+	} else {
+		conn.Close(ctx)
 	}
 	srv.Stop()
 	if _, err := os.Stat(filepath.Dir(dir)); !os.IsNotExist(err) {
