@@ -6,10 +6,11 @@
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //
-// and each test calls DB for the DSN of its own database. Without Main, DB
-// starts a server for that test alone (slower, still correct). Without the
-// server's binaries a test skips, except under CI=true (where .ci/setup
-// installs them), where it fails.
+// (or calls Run from a TestMain that does more), and each test calls DB
+// for the DSN of its own database. Without Main or Run, DB starts a server
+// for that test alone (slower, still correct). Without the server's
+// binaries a test skips, except under CI=true (where .ci/setup installs
+// them), where it fails.
 package pgtest
 
 import (
@@ -68,13 +69,17 @@ var shared struct {
 // Main runs the package's tests (m.Run) with one shared server, started by
 // the first DB call, and stops and removes it afterwards; it exits with
 // m.Run's code.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain that does more: it returns m.Run's code
+// instead of exiting.
+func Run(m *testing.M) int {
 	shared.enabled = true
 	code := m.Run()
 	if shared.srv != nil {
 		shared.srv.Stop()
 	}
-	os.Exit(code)
+	return code
 }
 
 // DB creates a fresh database for t, dropped at t's cleanup, and returns a
