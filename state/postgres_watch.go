@@ -34,6 +34,7 @@ const (
 	pgPingTimeout = 5 * time.Second
 	// pgChangesKeep is how long change rows are kept for pollers.
 	pgChangesKeep    = time.Hour
+	pgPollBatch      = 5000
 	pgChangesPruneEv = 5 * time.Minute
 )
 
@@ -117,16 +118,22 @@ func (f *pgFeed) stop() {
 func (h *pgFeed) listen(ctx context.Context) {
 	defer h.wg.Done()
 	backoff := pgBackoffMin
+	logged := false // one warning per outage, not one per attempt
 	for {
 		listened, err := h.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if listened {
-			backoff = pgBackoffMin
+			backoff, logged = pgBackoffMin, false
 		}
-		h.s.log.Warn("state change listener lost; reconnecting (changes arrive by polling meanwhile)",
+		level := zap.WarnLevel
+		if logged {
+			level = zap.DebugLevel
+		}
+		h.s.log.Log(level, "state change listener lost; reconnecting (changes arrive by polling meanwhile)",
 			zap.Error(h.s.errorf("%w", err)), zap.Duration("retry_in", backoff))
+		logged = true
 		select {
 		case <-ctx.Done():
 			return
@@ -236,7 +243,9 @@ func (h *pgFeed) pollOnce(ctx context.Context) error {
 	h.mu.Lock()
 	floor := h.floor
 	h.mu.Unlock()
-	rows, err := h.s.pool.Query(ctx, "SELECT seq, kind, id, at < now() - $2::interval FROM changes WHERE seq > $1 ORDER BY seq", floor, pgSettle)
+	// At most pgPollBatch at a time: a backlog (after an outage) is read
+	// over several polls, and a watcher that falls behind gets a resync.
+	rows, err := h.s.pool.Query(ctx, "SELECT seq, kind, id, at < now() - $2::interval FROM changes WHERE seq > $1 ORDER BY seq LIMIT $3", floor, pgSettle, pgPollBatch)
 	if err != nil {
 		return err
 	}
