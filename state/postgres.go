@@ -147,7 +147,11 @@ func newPostgres(ctx context.Context, dsn string, key *Key, log *zap.Logger, rep
 		}
 		return nil, fmt.Errorf("parsing the postgres state URL %s: %s; use postgres://USER:PASSWORD@HOST:PORT/DATABASE", where, scrub(msg, secret))
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = strings.TrimSpace("aileron-proxy " + replica)
+	// Replicas tell themselves apart in pg_stat_activity, unless the URL
+	// names the application itself.
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set {
+		cfg.ConnConfig.RuntimeParams["application_name"] = strings.TrimSpace("aileron-proxy " + replica)
+	}
 	s := &pgStore{key: key, where: where, secret: secret, log: log.Named("state"), listenPing: pgListenPing, hub: newHub()}
 	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/internal/pgtest"
 	"github.com/aileron-dev/aileron-proxy/state"
+	"github.com/jackc/pgx/v5"
 )
 
 // writeKeyFile writes a new random state key, base64 as `openssl rand
@@ -64,6 +65,19 @@ func TestOpenPostgresKeys(t *testing.T) {
 	}
 	if got, err := b.Session(ctx, "s1"); err != nil || !bytes.Equal(got.CAKey, caKey) {
 		t.Fatalf("replica b reading replica a's session: %v (CA key equal: %v)", err, bytes.Equal(got.CAKey, caKey))
+	}
+	// Each replica's connections carry its name, for pg_stat_activity.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var names []string
+	if err := conn.QueryRow(ctx, "SELECT coalesce(array_agg(DISTINCT application_name ORDER BY application_name), '{}') FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'aileron-proxy%'").Scan(&names); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(names, ",") != "aileron-proxy a,aileron-proxy b" {
+		t.Errorf("the replicas' application names = %q, want aileron-proxy a and b", names)
 	}
 	_, err = open("c", writeKeyFile(t))
 	if !errors.Is(err, state.ErrWrongKey) || !strings.Contains(err.Error(), "--state-key-file") {
