@@ -56,8 +56,10 @@ type Matcher struct {
 	shift *[1 << 16]uint8
 	// cand[block] lists the patterns whose minLen prefix ends with block.
 	cand map[uint16][]int32
-	// byFirst[c] lists the patterns starting with byte c.
-	byFirst [256][]int32
+	// firstAt[c] is the index in pats (sorted) of the first pattern whose
+	// first byte is c or more; the patterns starting with c are
+	// pats[firstAt[c]:firstAt[c+1]].
+	firstAt [257]int32
 	// est is what newAdapt starts a stream's estimates with.
 	est [numStrats]float64
 }
@@ -88,8 +90,14 @@ func New(forms []string) *Matcher {
 	for i := range m.shift {
 		m.shift[i] = uint8(def)
 	}
+	fi := 0
+	for c := range m.firstAt {
+		for fi < len(pats) && int(pats[fi][0]) < c {
+			fi++
+		}
+		m.firstAt[c] = int32(fi)
+	}
 	for pi, p := range pats {
-		m.byFirst[p[0]] = append(m.byFirst[p[0]], int32(pi))
 		for j := 1; j < m.minLen; j++ {
 			blk := uint16(p[j-1])<<8 | uint16(p[j])
 			if sh := m.minLen - 1 - j; sh < int(m.shift[blk]) {
@@ -215,26 +223,64 @@ func (m *Matcher) scanWuManber(buf []byte, s, limit int, k *masker) (next, steps
 	return s, steps, verifies
 }
 
-// scanTail checks each start position from s on directly.
+// scanTail checks each start position from s on directly. The patterns
+// are sorted, so those that agree with the data on their first d bytes are
+// one range of pats; each further byte narrows it by binary search, and the
+// work per position does not grow with the number of patterns sharing a
+// first byte (with many secrets, a hundred or more).
 func (m *Matcher) scanTail(buf []byte, s, end int, final bool, k *masker) int {
 	for ; s < end; s++ {
-		partial := false
-		for _, pi := range m.byFirst[buf[s]] {
-			p := m.pats[pi]
-			rest := buf[s:end]
-			if len(p) <= len(rest) {
-				if bytes.Equal(rest[:len(p)], p) {
-					k.add(buf, s, len(p))
+		c := buf[s]
+		lo, hi := int(m.firstAt[c]), int(m.firstAt[int(c)+1])
+		rest := buf[s:end]
+		for d := 1; lo < hi; d++ {
+			// pats[lo:hi] all start with rest[:d]; one of length d (they
+			// are distinct) sorts first and occurs here.
+			if len(m.pats[lo]) == d {
+				k.add(buf, s, d)
+				lo++
+				if lo == hi {
+					break
 				}
-			} else if !final && bytes.HasPrefix(p, rest) {
-				partial = true
 			}
-		}
-		if partial {
-			return s
+			if d == len(rest) {
+				// Longer patterns start with all that has arrived.
+				if !final {
+					return s
+				}
+				break
+			}
+			lo, hi = narrow(m.pats, lo, hi, d, rest[d])
 		}
 	}
 	return s
+}
+
+// narrow returns the range of pats[lo:hi] (sorted, all longer than d and
+// equal on their first d bytes) whose byte d is c.
+func narrow(pats [][]byte, lo, hi, d int, c byte) (int, int) {
+	// First index with byte d >= c.
+	a, b := lo, hi
+	for a < b {
+		h := int(uint(a+b) >> 1)
+		if pats[h][d] < c {
+			a = h + 1
+		} else {
+			b = h
+		}
+	}
+	lo = a
+	// First index with byte d > c.
+	b = hi
+	for a < b {
+		h := int(uint(a+b) >> 1)
+		if pats[h][d] <= c {
+			a = h + 1
+		} else {
+			b = h
+		}
+	}
+	return lo, a
 }
 
 // MaskAll masks every occurrence in b and reports whether any was found.
