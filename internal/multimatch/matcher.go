@@ -12,7 +12,6 @@ package multimatch
 import (
 	"bytes"
 	"io"
-	"math"
 	"sort"
 )
 
@@ -60,6 +59,10 @@ type Matcher struct {
 	// first byte is c or more; the patterns starting with c are
 	// pats[firstAt[c]:firstAt[c+1]].
 	firstAt [257]int32
+	// starts, for a Matcher of at least startsMin patterns, has the bit
+	// startHash(p[:3]) set for each pattern p: scanTail skips a position
+	// whose next three bytes start no pattern without looking at any.
+	starts *[1 << 16 / 64]uint64
 	// est is what newAdapt starts a stream's estimates with.
 	est [numStrats]float64
 }
@@ -96,6 +99,13 @@ func New(forms []string) *Matcher {
 			fi++
 		}
 		m.firstAt[c] = int32(fi)
+	}
+	if len(pats) >= startsMin {
+		m.starts = new([1 << 16 / 64]uint64)
+		for _, p := range pats {
+			h := startHash(p)
+			m.starts[h/64] |= 1 << (h % 64)
+		}
 	}
 	for pi, p := range pats {
 		for j := 1; j < m.minLen; j++ {
@@ -230,6 +240,11 @@ func (m *Matcher) scanWuManber(buf []byte, s, limit int, k *masker) (next, steps
 // first byte (with many secrets, a hundred or more).
 func (m *Matcher) scanTail(buf []byte, s, end int, final bool, k *masker) int {
 	for ; s < end; s++ {
+		if m.starts != nil && s+3 <= end {
+			if h := startHash(buf[s:]); m.starts[h/64]&(1<<(h%64)) == 0 {
+				continue
+			}
+		}
 		c := buf[s]
 		lo, hi := int(m.firstAt[c]), int(m.firstAt[int(c)+1])
 		rest := buf[s:end]
@@ -254,6 +269,16 @@ func (m *Matcher) scanTail(buf []byte, s, end int, final bool, k *masker) int {
 		}
 	}
 	return s
+}
+
+// startsMin is the fewest patterns for which New builds Matcher.starts (8
+// KiB): below it, scanTail's ranges are a few patterns long anyway.
+const startsMin = 64
+
+// startHash maps the first three bytes of b to a bit of Matcher.starts.
+func startHash(b []byte) uint32 {
+	v := uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
+	return v * 2654435761 >> 16
 }
 
 // narrow returns the range of pats[lo:hi] (sorted, all longer than d and
@@ -288,9 +313,21 @@ func (m *Matcher) MaskAll(b []byte) bool {
 	if len(b) < m.minLen {
 		return false
 	}
+	// The static choice, as a stream starts with, without a stream's
+	// adapt: its strategy callback would move it to the heap, an
+	// allocation per header value and small body.
 	k := masker{}
-	ad := newAdapt(m, math.MaxInt)
-	m.scan(b, 0, len(b), true, &k, &ad)
+	s := 0
+	if limit := len(b) - m.maxLen; limit >= 0 {
+		if m.anchored && m.anchors != nil {
+			var hits [maxAnchorPass]int
+			m.scanAnchored(m.anchors, b, 0, limit, &k, &hits)
+			s = limit + 1
+		} else {
+			s, _, _ = m.scanWuManber(b, 0, limit, &k)
+		}
+	}
+	m.scanTail(b, s, len(b), true, &k)
 	found := k.end > 0
 	k.flush(b, len(b))
 	return found
