@@ -221,6 +221,10 @@ func (m *Matcher) scanWuManber(buf []byte, s, limit int, k *masker) (next, steps
 			s += int(sh)
 			continue
 		}
+		if m.starts != nil && !m.mayStart(buf[s:]) {
+			s++ // no pattern starts with these three bytes
+			continue
+		}
 		for _, pi := range m.cand[blk] {
 			verifies++
 			p := m.pats[pi]
@@ -240,10 +244,8 @@ func (m *Matcher) scanWuManber(buf []byte, s, limit int, k *masker) (next, steps
 // first byte (with many secrets, a hundred or more).
 func (m *Matcher) scanTail(buf []byte, s, end int, final bool, k *masker) int {
 	for ; s < end; s++ {
-		if m.starts != nil && s+3 <= end {
-			if h := startHash(buf[s:]); m.starts[h/64]&(1<<(h%64)) == 0 {
-				continue
-			}
+		if m.starts != nil && s+3 <= end && !m.mayStart(buf[s:]) {
+			continue
 		}
 		c := buf[s]
 		lo, hi := int(m.firstAt[c]), int(m.firstAt[int(c)+1])
@@ -279,6 +281,13 @@ const startsMin = 64
 func startHash(b []byte) uint32 {
 	v := uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
 	return v * 2654435761 >> 16
+}
+
+// mayStart reports whether a pattern may start with the first three bytes
+// of b (false: none does); m.starts must be set.
+func (m *Matcher) mayStart(b []byte) bool {
+	h := startHash(b)
+	return m.starts[h/64]&(1<<(h%64)) != 0
 }
 
 // narrow returns the range of pats[lo:hi] (sorted, all longer than d and
