@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aileron-dev/aileron-proxy/internal/pgtest"
 )
 
 // ownerEnv makes the test binary a child process that opens the store in
@@ -30,7 +32,8 @@ func TestMain(m *testing.M) {
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// One PostgreSQL server for the Postgres store's tests.
+	os.Exit(pgtest.Run(m))
 }
 
 // TestLockAcrossProcesses: while another process has the store open, Open
