@@ -64,7 +64,6 @@ type Authority struct {
 	now     func() time.Time
 	key     crypto.Signer // the root's private key; never exported
 	cert    *x509.Certificate
-	certPEM []byte
 	hosts   map[string]hostName // normalized name -> host, the session's hosts
 	names   []string            // sorted normalized names, for error messages
 	domains []string            // normalized domains whose subdomains may get leaves
@@ -194,7 +193,6 @@ func (a *Authority) createRoot(cfg Config) error {
 	}
 	a.key = key
 	a.cert = cert
-	a.certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
 	return nil
 }
 
@@ -241,9 +239,10 @@ func (a *Authority) nameConstraints() *x509util.NameConstraints {
 }
 
 // CertPEM returns the root certificate in PEM form (a fresh copy), for
-// clients to trust.
+// clients to trust. It is encoded at each call: the authority keeps only
+// the DER, as every session holds one.
 func (a *Authority) CertPEM() []byte {
-	return slices.Clone(a.certPEM)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.cert.Raw})
 }
 
 // Certificate returns the parsed root certificate. It is shared: callers must
@@ -259,8 +258,10 @@ func (a *Authority) Stats() Stats {
 
 // Leaf returns the certificate to serve for host, which must be one of the
 // session's hosts (in any spelling normalizeHost accepts: case, trailing dot,
-// port and IPv6 brackets do not matter). The chain holds the leaf alone, and
-// Leaf is set. Leaves are issued once per host and cached; concurrent first
+// port and IPv6 brackets do not matter). The chain holds the leaf alone;
+// Leaf is not set (a parsed leaf costs about 3 KiB per host of every
+// session, and a TLS server does not read it): parse Certificate[0] to
+// inspect the leaf. Leaves are issued once per host and cached; concurrent first
 // calls share one issuance. The returned value is shared: callers must not
 // modify it.
 func (a *Authority) Leaf(host string) (*tls.Certificate, error) {

@@ -46,6 +46,16 @@ func mustLeaf(t testing.TB, a *Authority, host string) *tls.Certificate {
 	return c
 }
 
+// parsedLeaf parses c's leaf (Authority.Leaf leaves c.Leaf unset).
+func parsedLeaf(t testing.TB, c *tls.Certificate) *x509.Certificate {
+	t.Helper()
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		t.Fatalf("parsing the leaf: %v", err)
+	}
+	return leaf
+}
+
 // forgeLeaf signs, with a's private root key, a leaf for names the authority
 // would refuse, so tests can check that clients enforce the root's name
 // constraints. Names that parse as IPs become IP SANs, others DNS SANs.

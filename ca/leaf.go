@@ -11,6 +11,7 @@ import (
 	encasn1 "encoding/asn1"
 	"fmt"
 	"math/big"
+	"slices"
 	"time"
 
 	"go.step.sm/crypto/keyutil"
@@ -76,12 +77,14 @@ func (a *Authority) issue(h hostName) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding leaf certificate for %q: %w", h.name, err)
 	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
+	// The builder's buffer has room to spare: keep an exact copy, for the
+	// leaf lives as long as the session.
+	der = slices.Clone(der)
+	if _, err := x509.ParseCertificate(der); err != nil {
 		return nil, fmt.Errorf("parsing the leaf certificate issued for %q: %w", h.name, err)
 	}
 	a.issued.Add(1)
-	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // leafTBS encodes the TBSCertificate of a leaf for h: v3, ECDSA-SHA256,
