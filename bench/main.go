@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", filepath.Join("bench", "results", "latest.json"), "JSON results file")
 	fs.StringVar(&o.baseline, "baseline", filepath.Join("bench", "results", "baseline.json"), "baseline results to compare ratios with (skipped when missing)")
 	targets := fs.String("targets", strings.Join(allTargets, ","), "comma-separated targets to run")
-	only := fs.String("scenarios", "", "comma-separated scenario ids to run, e.g. 1.c16,3 (default all: 1.c1,1.c16,2,3,4,5,6.session,6.leaf,7.ops)")
+	only := fs.String("scenarios", "", "comma-separated scenario ids to run, e.g. 1.c16,3 (default all: 1.c1,1.c16,2,3,4,5,6.session,6.leaf,7.ops,8.sessions-cpu,8.session-mem,8.create-p99,8.expiry)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run directory (configs, logs, aileron home) and print its path")
 	fs.DurationVar(&o.cfg.duration, "duration", o.cfg.duration, "length of each timed load (scenarios 1, 2, 4)")
 	fs.IntVar(&o.cfg.rounds, "rounds", o.cfg.rounds, "interleaved rounds each timed load is split into (more rounds: shorter slices, less drift between targets)")
@@ -365,7 +365,7 @@ func runBench(ctx context.Context, opts options, cl *cleanups, progress io.Write
 	// (5) runs first, on proxies that have served only their warm-up: a Go
 	// proxy reuses heap freed by earlier scenarios without growing its RSS,
 	// which would understate the memory each idle tunnel holds.
-	list, err := selectScenarios(scenarios(opts.cfg, o), opts.scenarios)
+	list, err := selectScenarios(append(scenarios(opts.cfg, o), sessionScaleScenarios(opts.cfg, o)...), opts.scenarios)
 	if err != nil {
 		return nil, err
 	}
@@ -388,6 +388,7 @@ func runBench(ctx context.Context, opts options, cl *cleanups, progress io.Write
 		}
 	}
 	addChecks(rep, measures)
+	rep.Checks = append(rep.Checks, sessionScaleChecks(rep)...)
 	return rep, nil
 }
 
