@@ -61,12 +61,17 @@ type Stats struct {
 // Authority is one session's root certificate authority and its cache of
 // leaf certificates. It is safe for concurrent use.
 type Authority struct {
-	now     func() time.Time
-	key     crypto.Signer // the root's private key; never exported
-	cert    *x509.Certificate
-	hosts   map[string]hostName // normalized name -> host, the session's hosts
-	names   []string            // sorted normalized names, for error messages
-	domains []string            // normalized domains whose subdomains may get leaves
+	now func() time.Time
+	key crypto.Signer // the root's private key; never exported
+	// The root certificate is kept as its DER and the few fields leaves
+	// need (RawSubject and SubjectKeyId are slices of it), not parsed: a
+	// parsed certificate costs about 3 KiB per session.
+	certDER             []byte
+	rawSubject, skid    []byte
+	notBefore, notAfter time.Time
+	hosts               map[string]hostName // normalized name -> host, the session's hosts
+	names               []string            // sorted normalized names, for error messages
+	domains             []string            // normalized domains whose subdomains may get leaves
 
 	mu     sync.RWMutex
 	leaves map[string]*tls.Certificate
@@ -192,7 +197,8 @@ func (a *Authority) createRoot(cfg Config) error {
 		return fmt.Errorf("signing root certificate: %w", err)
 	}
 	a.key = key
-	a.cert = cert
+	a.certDER, a.rawSubject, a.skid = cert.Raw, cert.RawSubject, cert.SubjectKeyId
+	a.notBefore, a.notAfter = cert.NotBefore, cert.NotAfter
 	return nil
 }
 
@@ -242,13 +248,18 @@ func (a *Authority) nameConstraints() *x509util.NameConstraints {
 // clients to trust. It is encoded at each call: the authority keeps only
 // the DER, as every session holds one.
 func (a *Authority) CertPEM() []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.cert.Raw})
+	// EncodeToMemory's buffer has room to spare; a session keeps this copy.
+	return slices.Clone(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.certDER}))
 }
 
-// Certificate returns the parsed root certificate. It is shared: callers must
-// not modify it.
+// Certificate returns the root certificate, parsed at each call.
 func (a *Authority) Certificate() *x509.Certificate {
-	return a.cert
+	cert, err := x509.ParseCertificate(a.certDER)
+	if err != nil {
+		// The DER is the one createRoot parsed: this cannot fail.
+		panic(fmt.Sprintf("parsing the session root certificate: %v", err))
+	}
+	return cert
 }
 
 // Stats returns the leaf issuance counters.
@@ -331,8 +342,8 @@ func (a *Authority) cached(name string) *tls.Certificate {
 
 // checkExpiry refuses to hand out a leaf for name once the root has expired.
 func (a *Authority) checkExpiry(name string) error {
-	if now := a.now(); now.After(a.cert.NotAfter) {
-		return fmt.Errorf("issuing leaf for %q: session CA expired at %s; start a new session", name, a.cert.NotAfter.Format(time.RFC3339))
+	if now := a.now(); now.After(a.notAfter) {
+		return fmt.Errorf("issuing leaf for %q: session CA expired at %s; start a new session", name, a.notAfter.Format(time.RFC3339))
 	}
 	return nil
 }

@@ -72,8 +72,8 @@ func forgeLeaf(t testing.TB, a *Authority, names ...string) *tls.Certificate {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: names[0]},
-		NotBefore:    a.cert.NotBefore,
-		NotAfter:     a.cert.NotAfter,
+		NotBefore:    a.notBefore,
+		NotAfter:     a.notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		SubjectKeyId: []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20},
@@ -85,7 +85,7 @@ func forgeLeaf(t testing.TB, a *Authority, names ...string) *tls.Certificate {
 			tmpl.DNSNames = append(tmpl.DNSNames, n)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, key.Public(), a.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.Certificate(), key.Public(), a.key)
 	if err != nil {
 		t.Fatalf("signing forged leaf for %q: %v", names, err)
 	}

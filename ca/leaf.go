@@ -55,10 +55,10 @@ func (a *Authority) issue(h hostName) (*tls.Certificate, error) {
 		return nil, err
 	}
 	notBefore := a.now().UTC().Add(-clockSkew)
-	if notBefore.Before(a.cert.NotBefore) {
-		notBefore = a.cert.NotBefore
+	if notBefore.Before(a.notBefore) {
+		notBefore = a.notBefore
 	}
-	tbs, err := a.leafTBS(h, &key.PublicKey, serial, notBefore, a.cert.NotAfter)
+	tbs, err := a.leafTBS(h, &key.PublicKey, serial, notBefore, a.notAfter)
 	if err != nil {
 		return nil, fmt.Errorf("encoding leaf certificate for %q: %w", h.name, err)
 	}
@@ -110,7 +110,7 @@ func (a *Authority) leafTBS(h hostName, pub *ecdsa.PublicKey, serial *big.Int, n
 		b.AddASN1(asn1.Tag(0).Constructed().ContextSpecific(), func(b *cryptobyte.Builder) { b.AddASN1Int64(2) })
 		b.AddASN1BigInt(serial)
 		addAlgorithm(b)
-		b.AddBytes(a.cert.RawSubject)
+		b.AddBytes(a.rawSubject)
 		b.AddASN1(asn1.SEQUENCE, func(b *cryptobyte.Builder) {
 			addTime(b, notBefore)
 			addTime(b, notAfter)
@@ -144,7 +144,7 @@ func (a *Authority) leafTBS(h hostName, pub *ecdsa.PublicKey, serial *big.Int, n
 				addExtension(b, oidSubjectKeyID, false, func(b *cryptobyte.Builder) { b.AddASN1OctetString(skid[:]) })
 				addExtension(b, oidAuthorityKeyID, false, func(b *cryptobyte.Builder) {
 					b.AddASN1(asn1.SEQUENCE, func(b *cryptobyte.Builder) {
-						b.AddASN1(asn1.Tag(0).ContextSpecific(), func(b *cryptobyte.Builder) { b.AddBytes(a.cert.SubjectKeyId) })
+						b.AddASN1(asn1.Tag(0).ContextSpecific(), func(b *cryptobyte.Builder) { b.AddBytes(a.skid) })
 					})
 				})
 				addExtension(b, oidSubjectAltName, ip != nil, func(b *cryptobyte.Builder) {
