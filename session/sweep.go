@@ -18,13 +18,12 @@ import (
 const (
 	// createSweep bounds the due entries Create handles, so a mass expiry
 	// never makes one Create pay for the whole fleet.
-	createSweep = 64
+	createSweep = 16
 	// DefaultSweepInterval is how often Run sweeps.
 	DefaultSweepInterval = 250 * time.Millisecond
-	// DefaultSweepBatch is how many due entries one of Run's sweeps handles
-	// at most: 10,000 sessions expiring at the same instant are notified
-	// over about 5 seconds instead of in one burst.
-	DefaultSweepBatch = 500
+	// sweepChunk is how many due entries Run handles between two looks at
+	// its time budget.
+	sweepChunk = 16
 )
 
 // dueHeap is a min-heap of entries by due time (container/heap); each
@@ -106,17 +105,16 @@ func (r *Registry) Sweep(limit int) int {
 	return n
 }
 
-// Run sweeps every interval (DefaultSweepInterval when zero), at most batch
-// entries each time (DefaultSweepBatch when zero), until ctx ends: expiries
-// are then notified within an interval of happening rather than when the
-// session is next used, and a mass expiry is spread over several sweeps.
-// Without Run, expiry is still observed at use and by Create.
-func (r *Registry) Run(ctx context.Context, interval time.Duration, batch int) {
+// Run sweeps every interval (DefaultSweepInterval when zero) until ctx
+// ends, so that expiries are notified within an interval of happening
+// rather than when the session is next used. Each sweep stops once it has
+// spent a tenth of the interval (OnEnd included): a mass expiry is spread
+// over as many sweeps as it needs and never takes more than a tenth of a
+// core from the proxy. Without Run, expiry is still observed at use and by
+// Create.
+func (r *Registry) Run(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultSweepInterval
-	}
-	if batch <= 0 {
-		batch = DefaultSweepBatch
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -125,7 +123,9 @@ func (r *Registry) Run(ctx context.Context, interval time.Duration, batch int) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			r.Sweep(batch)
+			deadline := time.Now().Add(interval / 10)
+			for r.Sweep(sweepChunk) == sweepChunk && time.Now().Before(deadline) && ctx.Err() == nil {
+			}
 		}
 	}
 }

@@ -261,7 +261,7 @@ func TestRunNotifiesExpiry(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { r.Run(ctx, 10*time.Millisecond, 0); close(done) }()
+	go func() { r.Run(ctx, 10*time.Millisecond); close(done) }()
 	select {
 	case got := <-ends:
 		if want := s.ID + " expired"; got != want {
@@ -305,5 +305,27 @@ func TestEndedForgottenAfterRetention(t *testing.T) {
 		if !errors.Is(err, want) {
 			t.Fatalf("Lookup(session %d) an hour after ending half: %v, want %v", i, err, want)
 		}
+	}
+}
+
+// TestRunSpreadsMassExpiry checks that Run keeps to its time budget: with
+// an OnEnd of 1 ms and a 100 ms interval it notifies one chunk per sweep
+// (about 160 a second), not every expired session at once.
+func TestRunSpreadsMassExpiry(t *testing.T) {
+	const n = 2000
+	clk := &clock{t: time.Unix(2e9, 0)}
+	ends := &countingEnds{}
+	slow := func(s *Session, e Ending) { time.Sleep(time.Millisecond); ends.onEnd(s, e) }
+	r, _, _ := fleetRegistry(t, n, clk, clk.Now().Add(time.Minute), slow)
+	clk.Add(time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx, 100*time.Millisecond); close(done) }()
+	time.Sleep(time.Second)
+	cancel()
+	<-done
+	got := len(ends.snapshot())
+	if got == 0 || got > 400 {
+		t.Errorf("Run notified %d of %d expiries in 1s, want some and at most 400 (one chunk of %d per 100ms sweep)", got, n, sweepChunk)
 	}
 }
