@@ -388,7 +388,7 @@ func runBench(ctx context.Context, opts options, cl *cleanups, progress io.Write
 		}
 	}
 	addChecks(rep, measures)
-	rep.Checks = append(rep.Checks, sessionScaleChecks(rep)...)
+	rep.Checks = append(rep.Checks, sessionScaleChecks(rep, opts.cfg.fleetSessions)...)
 	return rep, nil
 }
 

@@ -39,6 +39,8 @@ type config struct {
 	idleTunnels int
 	// sessionRuns is how many sessions scenario (6) creates.
 	sessionRuns int
+	// fleetSessions is scenario (8)'s live sessions.
+	fleetSessions int
 }
 
 func defaultConfig() config {
@@ -52,6 +54,7 @@ func defaultConfig() config {
 		h2Streams:        64,
 		idleTunnels:      1000,
 		sessionRuns:      15,
+		fleetSessions:    defaultFleetSessions,
 	}
 }
 

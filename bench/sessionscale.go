@@ -19,29 +19,32 @@ import (
 // Scenario (8): a fleet of sessions. Every sandbox is a session with its own
 // CA, credentials and scope, so a daemon serving a fleet holds thousands of
 // idle sessions while a few carry traffic. Per aileron-proxy target the
-// scenarios share one fleet of fleetSessions sessions, created through the
-// control API by the first of them that runs:
+// scenarios share one fleet of config.fleetSessions (default
+// defaultFleetSessions) sessions, created through the control API by the
+// first of them that runs:
 //
 //   - 8.sessions-cpu: the (1) keep-alive load at fleetClients clients through
-//     one session, before the fleet exists and again with it; proxy CPU per
+//     one session of the fleet's process and through a twin process of the
+//     same binary holding one session, in interleaved rounds; proxy CPU per
 //     request with the fleet over without.
 //   - 8.session-mem: the proxy's RSS growth while the fleet is created, per
 //     session (no tunnel to any of them).
 //   - 8.create-p99: fleetCreateRuns more sessions created one at a time
 //     while the fleet is live; their p50 and p99.
-//   - 8.expiry: fleetSessions more sessions whose TTLs all end at the same
+//   - 8.expiry: as many more sessions whose TTLs all end at the same
 //     instant, while the same load runs; its p99 in the seconds after that
-//     instant over its p99 just before. A session is created every
-//     expiryCreateEvery meanwhile (a fleet keeps starting sandboxes), and
-//     the sessions' directories left after the window are counted.
+//     instant over its p99 with the fleet before they were created. A
+//     session is created every expiryCreateEvery in both windows (a fleet
+//     keeps starting sandboxes), and the expired sessions' directories left
+//     after the window are counted.
 const (
-	fleetSessions     = 10000
-	fleetClients      = 16
-	fleetCreators     = 4 // concurrent POST /v1/sessions while building a fleet
-	fleetCreateRuns   = 400
-	expiryBefore      = 4 * time.Second
-	expiryDuring      = 6 * time.Second
-	expiryCreateEvery = 250 * time.Millisecond
+	defaultFleetSessions = 10000
+	fleetClients         = 16
+	fleetCreators        = 4 // concurrent POST /v1/sessions while building a fleet
+	fleetCreateRuns      = 400
+	expiryBefore         = 4 * time.Second
+	expiryDuring         = 6 * time.Second
+	expiryCreateEvery    = 250 * time.Millisecond
 	// expiryMinTTL is the shortest TTL 8.expiry gives: a session must not
 	// expire while the API is still writing its files.
 	expiryMinTTL = 5 * time.Second
@@ -55,14 +58,13 @@ type sessionScale struct {
 	fleets map[string]*fleet
 }
 
-// fleet is one target's fleetSessions live sessions and what was measured
+// fleet is one target's live sessions and what was measured
 // while creating them.
 type fleet struct {
 	err       error
-	baseline  measure // the (1) load with only the bench's own sessions
-	rssBefore int64   // KiB, after the baseline load
-	rssAfter  int64   // KiB, after the fleet was created
-	heap      int64   // go_memstats_heap_inuse_bytes growth, bytes
+	rssBefore int64 // KiB, after a warm-up load
+	rssAfter  int64 // KiB, after the fleet was created
+	heap      int64 // go_memstats_heap_inuse_bytes growth, bytes
 	created   int
 	took      time.Duration // creating the fleet, fleetCreators at a time
 }
@@ -70,6 +72,7 @@ type fleet struct {
 // sessionScaleScenarios are the (8) scenarios.
 func sessionScaleScenarios(cfg config, o *origin) []scenario {
 	ss := &sessionScale{cfg: cfg, o: o, fleets: map[string]*fleet{}}
+	fleetSessions := cfg.fleetSessions
 	each := func(fn func(ctx context.Context, t *target, f *fleet, progress io.Writer) measure) func(context.Context, []*target, io.Writer) map[string]measure {
 		return func(ctx context.Context, ts []*target, progress io.Writer) map[string]measure {
 			out := map[string]measure{}
@@ -133,7 +136,7 @@ func sessionScaleScenarios(cfg config, o *origin) []scenario {
 }
 
 // sessionScaleChecks are the (8) targets.
-func sessionScaleChecks(rep *report) []check {
+func sessionScaleChecks(rep *report, fleetSessions int) []check {
 	n := fmtCount(fleetSessions)
 	return []check{
 		rep.absCheck("(8) proxy CPU/req with "+n+" sessions <= 1.1x with 1", "8.sessions-cpu.cpu_ratio", 1.1, "×"),
@@ -161,10 +164,12 @@ func (ss *sessionScale) fleet(ctx context.Context, t *target, progress io.Writer
 	}
 	f := &fleet{}
 	ss.fleets[t.name] = f
-	fmt.Fprintf(progress, "  %s: the load with 1 session\n", t.name)
-	f.baseline = ss.load(ctx, t, progress)
-	if f.baseline.values["cpu_us"] == 0 {
-		f.err = fmt.Errorf("the load with 1 session failed: %s", f.baseline.note)
+	// Warm up with the load, so the RSS before includes its buffers.
+	fmt.Fprintf(progress, "  %s: warming up\n", t.name)
+	warmCfg := ss.cfg
+	warmCfg.duration, warmCfg.rounds = min(ss.cfg.duration, 2*time.Second), 1
+	if w := ss.load(ctx, warmCfg, []*target{t}, progress)[t.name]; w.values["rps"] == 0 {
+		f.err = fmt.Errorf("the warm-up load failed: %s", w.note)
 		return f
 	}
 	heapBefore, _ := heapInuse(ctx, t.aileron)
@@ -174,9 +179,9 @@ func (ss *sessionScale) fleet(ctx context.Context, t *target, progress io.Writer
 		f.err = err
 		return f
 	}
-	fmt.Fprintf(progress, "  %s: creating %d sessions\n", t.name, fleetSessions)
+	fmt.Fprintf(progress, "  %s: creating %d sessions\n", t.name, ss.cfg.fleetSessions)
 	start := time.Now()
-	f.created, err = createMany(ctx, t.aileron, fleetSessions, func(int) string { return "2h" }, nil)
+	f.created, err = createMany(ctx, t.aileron, ss.cfg.fleetSessions, func(int) string { return "2h" }, nil)
 	f.took = time.Since(start)
 	if err != nil {
 		f.err = fmt.Errorf("creating the fleet (%d created): %w", f.created, err)
@@ -194,15 +199,29 @@ func (ss *sessionScale) fleet(ctx context.Context, t *target, progress io.Writer
 	return f
 }
 
-// load runs the (1) keep-alive load at fleetClients clients on t alone.
-func (ss *sessionScale) load(ctx context.Context, t *target, progress io.Writer) measure {
-	return runLoadRounds(ctx, ss.cfg, ss.o, []*target{t}, loadSpec{clients: fleetClients, workers: fleetClients}, progress)[t.name]
+// load runs the (1) keep-alive load at fleetClients clients on ts, in
+// interleaved rounds.
+func (ss *sessionScale) load(ctx context.Context, cfg config, ts []*target, progress io.Writer) map[string]measure {
+	return runLoadRounds(ctx, cfg, ss.o, ts, loadSpec{clients: fleetClients, workers: fleetClients}, progress)
 }
 
-func (ss *sessionScale) sessionsCPU(ctx context.Context, t *target, f *fleet, progress io.Writer) measure {
+// sessionsCPU runs the load through t (with its fleet) and through a twin
+// serve process of the same binary with one session, interleaved, so drift
+// on a shared machine hits both alike.
+func (ss *sessionScale) sessionsCPU(ctx context.Context, t *target, _ *fleet, progress io.Writer) measure {
 	var m measure
-	with := ss.load(ctx, t, progress)
-	b := f.baseline
+	var cl cleanups
+	defer cl.run()
+	fmt.Fprintf(progress, "  %s: starting a twin with 1 session\n", t.name)
+	runDir := filepath.Dir(filepath.Dir(t.aileron.home))
+	twin, err := startAileron(ctx, t.name+"-1session", t.aileron.bin, runDir, ss.o, 1, &cl)
+	if err != nil {
+		m.addNote("starting the 1-session twin: %v", err)
+		return m
+	}
+	twin.name = t.name + ", 1 session"
+	ms := ss.load(ctx, ss.cfg, []*target{twin, t}, progress)
+	b, with := ms[twin.name], ms[t.name]
 	for _, kv := range [][2]string{{"cpu_us", "cpu_us_1"}, {"p99", "p99_1"}} {
 		if v, ok := b.values[kv[0]]; ok {
 			m.set(kv[1], v)
@@ -220,9 +239,9 @@ func (ss *sessionScale) sessionsCPU(ctx context.Context, t *target, f *fleet, pr
 		m.addNote("1 session: %s", b.note)
 	}
 	if with.note != "" {
-		m.addNote("%s sessions: %s", fmtCount(fleetSessions), with.note)
+		m.addNote("%s sessions: %s", fmtCount(ss.cfg.fleetSessions), with.note)
 	}
-	m.addNote("sequential: the 1-session load ran before the fleet was created, the other after")
+	m.addNote("interleaved with a twin process holding 1 session")
 	return m
 }
 
@@ -240,7 +259,7 @@ func (ss *sessionScale) sessionMem(_ context.Context, _ *target, f *fleet, _ io.
 func (ss *sessionScale) createP99(ctx context.Context, t *target, _ *fleet, _ io.Writer) measure {
 	var m measure
 	var took []time.Duration
-	n, err := createMany(ctx, t.aileron, fleetCreateRuns, func(int) string { return "2h" }, &took)
+	n, err := createMany(ctx, t.aileron, min(fleetCreateRuns, ss.cfg.fleetSessions), func(int) string { return "2h" }, &took)
 	if err != nil {
 		m.addNote("after %d sessions: %v", n, err)
 		return m
@@ -258,29 +277,7 @@ func (ss *sessionScale) createP99(ctx context.Context, t *target, _ *fleet, _ io
 func (ss *sessionScale) expiry(ctx context.Context, t *target, f *fleet, progress io.Writer) measure {
 	var m measure
 	d := t.aileron
-	// Leave room to create them all at well below the fleet's pace: a
-	// session created late gets expiryMinTTL and expires after the others.
-	rate := float64(f.created) / f.took.Seconds()
-	at := time.Now().Add(time.Duration(float64(fleetSessions)/rate*1.6*float64(time.Second)) + expiryBefore + 3*time.Second)
-	fmt.Fprintf(progress, "  %s: creating %d sessions expiring at %s\n", t.name, fleetSessions, at.Format("15:04:05.000"))
-	var late atomic.Int64
-	n, err := createMany(ctx, d, fleetSessions, func(int) string {
-		left := time.Until(at)
-		if left < expiryMinTTL {
-			late.Add(1)
-			left = expiryMinTTL
-		}
-		return strconv.FormatInt(left.Milliseconds(), 10) + "ms"
-	}, nil)
-	if err != nil {
-		m.addNote("after %d sessions: %v", n, err)
-		return m
-	}
-	if l := late.Load(); l > 0 {
-		m.addNote("%d sessions were created less than %s before the expiry instant and expire later", l, expiryMinTTL)
-	}
-	dirsBefore := countDirs(filepath.Join(d.home, "sessions"))
-
+	n := ss.cfg.fleetSessions
 	clients := make([]*http.Client, fleetClients)
 	for i := range clients {
 		clients[i], _ = newClient(t, clientOpts{})
@@ -291,38 +288,42 @@ func (ss *sessionScale) expiry(ctx context.Context, t *target, f *fleet, progres
 		m.addNote("%v", err)
 		return m
 	}
-	before := max(time.Second, min(expiryBefore, time.Until(at)-300*time.Millisecond))
-	if before < expiryBefore {
-		m.addNote("only %.1fs of load before the expiry", before.Seconds())
+	// The baseline: the same load and churn with the fleet, before the
+	// expiring sessions exist.
+	fmt.Fprintf(progress, "  %s: load for %.1fs before the expiring sessions exist\n", t.name, expiryBefore.Seconds())
+	c := startChurn(ctx, d)
+	rb := runLoad(ctx, clients, u, fleetClients, expiryBefore, 0)
+	c.stop()
+
+	// Leave room to create them all at well below the fleet's pace: a
+	// session created late gets expiryMinTTL and expires after the others.
+	rate := float64(f.created) / f.took.Seconds()
+	at := time.Now().Add(time.Duration(float64(n)/rate*1.6*float64(time.Second)) + 3*time.Second)
+	fmt.Fprintf(progress, "  %s: creating %d sessions expiring at %s\n", t.name, n, at.Format("15:04:05.000"))
+	var late atomic.Int64
+	created, err := createMany(ctx, d, n, func(int) string {
+		left := time.Until(at)
+		if left < expiryMinTTL {
+			late.Add(1)
+			left = expiryMinTTL
+		}
+		return strconv.FormatInt(left.Milliseconds(), 10) + "ms"
+	}, nil)
+	if err != nil {
+		m.addNote("after %d sessions: %v", created, err)
+		return m
 	}
-	fmt.Fprintf(progress, "  %s: load for %.1fs before, %.1fs across the expiry\n", t.name, before.Seconds(), expiryDuring.Seconds())
-	rb := runLoad(ctx, clients, u, fleetClients, before, 0)
+	if l := late.Load(); l > 0 {
+		m.addNote("%d sessions were created less than %s before the expiry instant and expire up to %s later", l, expiryMinTTL, expiryMinTTL)
+	}
+	dirsBefore := countDirs(filepath.Join(d.home, "sessions"))
 	if w := time.Until(at.Add(-200 * time.Millisecond)); w > 0 {
 		time.Sleep(w)
 	}
-	// A fleet keeps starting sandboxes while others' sessions expire.
-	stop := make(chan struct{})
-	var creators sync.WaitGroup
-	var createErrs atomic.Int64
-	creators.Add(1)
-	go func() {
-		defer creators.Done()
-		tick := time.NewTicker(expiryCreateEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				if _, err := createMany(ctx, d, 1, func(int) string { return "2h" }, nil); err != nil {
-					createErrs.Add(1)
-				}
-			}
-		}
-	}()
+	fmt.Fprintf(progress, "  %s: load for %.1fs across the expiry\n", t.name, expiryDuring.Seconds())
+	c = startChurn(ctx, d)
 	rd := runLoad(ctx, clients, u, fleetClients, expiryDuring, 0)
-	close(stop)
-	creators.Wait()
+	createOK, createErrs := c.stop()
 	dirsAfter := countDirs(filepath.Join(d.home, "sessions"))
 
 	for _, r := range []struct {
@@ -342,9 +343,50 @@ func (ss *sessionScale) expiry(ctx context.Context, t *target, f *fleet, progres
 	m.set("p99_during", pd)
 	m.set("p99_ratio", pd/pb)
 	m.set("max_during", rd.percentile(1))
-	m.addNote("req/s %.0f before, %.0f during; session directories %d before the expiry, %d after the window (%d sessions created meanwhile, %d failed)",
-		rb.perSecond(), rd.perSecond(), dirsBefore, dirsAfter, int(expiryDuring/expiryCreateEvery), createErrs.Load())
+	// The expired sessions' directories are removed as their expiry is
+	// noticed; the sessions created meanwhile added theirs.
+	left := dirsAfter - (dirsBefore - created + int(createOK))
+	m.set("expired_dirs_left", float64(left))
+	m.addNote("req/s %.0f before, %.0f during; %d of the %d expired sessions' directories left after the window (%d sessions created meanwhile, %d failed)",
+		rb.perSecond(), rd.perSecond(), left, created, createOK, createErrs)
 	return m
+}
+
+// churn creates a session every expiryCreateEvery until stopped, as a fleet
+// keeps starting sandboxes.
+type churn struct {
+	done     chan struct{}
+	wg       sync.WaitGroup
+	ok, errs atomic.Int64
+}
+
+func startChurn(ctx context.Context, d *aileronDaemon) *churn {
+	c := &churn{done: make(chan struct{})}
+	c.wg.Go(func() {
+		tick := time.NewTicker(expiryCreateEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-c.done:
+				return
+			case <-tick.C:
+				if _, err := createMany(ctx, d, 1, func(int) string { return "2h" }, nil); err != nil {
+					c.errs.Add(1)
+				} else {
+					c.ok.Add(1)
+				}
+			}
+		}
+	})
+	return c
+}
+
+// stop ends the churn and reports the sessions it created and the
+// creations that failed.
+func (c *churn) stop() (ok, failed int64) {
+	close(c.done)
+	c.wg.Wait()
+	return c.ok.Load(), c.errs.Load()
 }
 
 // createMany creates n sessions of the bench connector through the control
