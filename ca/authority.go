@@ -46,6 +46,11 @@ type Config struct {
 	// CommonName is the root's subject common name. Empty means
 	// "aileron-proxy session CA <8 hex digits of the root's key id>".
 	CommonName string
+	// PreIssue issues the leaf of every host in Hosts in New. False (the
+	// default) issues each at its first Leaf call: an idle session then
+	// holds no leaf (about 1.5 KiB per host), and the first connection to a
+	// host pays one issuance.
+	PreIssue bool
 }
 
 // Stats counts leaf certificate work since New.
@@ -82,9 +87,10 @@ type Authority struct {
 }
 
 // New creates a session certificate authority: a fresh ECDSA P-256 root,
-// name-constrained to cfg.Hosts, and a leaf for every host in cfg.Hosts.
+// name-constrained to cfg.Hosts, and, with cfg.PreIssue, a leaf for every
+// host in cfg.Hosts.
 func New(cfg Config) (*Authority, error) {
-	return newAuthority(cfg, true)
+	return newAuthority(cfg, cfg.PreIssue)
 }
 
 // newAuthority is New with pre-issuing optional, so that tests can exercise
@@ -94,9 +100,11 @@ func newAuthority(cfg Config, preIssue bool) (*Authority, error) {
 		return nil, fmt.Errorf("creating session CA: validity %s is not positive; set Config.Validity to the session's time to live", cfg.Validity)
 	}
 	a := &Authority{
-		now:    cfg.Now,
-		hosts:  make(map[string]hostName, len(cfg.Hosts)),
-		leaves: make(map[string]*tls.Certificate, len(cfg.Hosts)),
+		now:   cfg.Now,
+		hosts: make(map[string]hostName, len(cfg.Hosts)),
+	}
+	if preIssue {
+		a.leaves = make(map[string]*tls.Certificate, len(cfg.Hosts))
 	}
 	if a.now == nil {
 		a.now = time.Now
@@ -312,6 +320,9 @@ func (a *Authority) Leaf(host string) (*tls.Certificate, error) {
 		}
 		issuedHere = true
 		a.mu.Lock()
+		if a.leaves == nil { // made at the first issuance: most sessions stay idle
+			a.leaves = map[string]*tls.Certificate{}
+		}
 		a.leaves[h.name] = leaf
 		a.mu.Unlock()
 		return leaf, nil

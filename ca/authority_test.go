@@ -487,3 +487,26 @@ func TestLeafUnderDomain(t *testing.T) {
 		t.Error("New accepted an IP as a domain")
 	}
 }
+
+// TestLeavesIssuedAtFirstUse: without PreIssue, New issues no leaf (an idle
+// session holds none) and the first Leaf call per host issues it once.
+func TestLeavesIssuedAtFirstUse(t *testing.T) {
+	a, err := New(Config{Hosts: []string{"api.example.com", "127.0.0.1"}, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Stats(); got != (Stats{}) {
+		t.Fatalf("Stats after New = %+v, want nothing issued", got)
+	}
+	if a.leaves != nil {
+		t.Errorf("New made a leaf cache of %d entries; want none until the first issuance", len(a.leaves))
+	}
+	first := mustLeaf(t, a, "api.example.com")
+	if again := mustLeaf(t, a, "api.example.com"); again != first {
+		t.Error("the second Leaf call issued another certificate")
+	}
+	mustLeaf(t, a, "127.0.0.1")
+	if got, want := a.Stats(), (Stats{Issued: 2, CacheHits: 1}); got != want {
+		t.Errorf("Stats = %+v, want %+v", got, want)
+	}
+}

@@ -26,10 +26,11 @@ import (
 // testValidity is the session length used by tests that do not care.
 const testValidity = 8 * time.Hour
 
-// newTestAuthority creates an authority or fails the test.
+// newTestAuthority creates an authority with every leaf pre-issued, or
+// fails the test.
 func newTestAuthority(t testing.TB, hosts ...string) *Authority {
 	t.Helper()
-	a, err := New(Config{Hosts: hosts, Validity: testValidity})
+	a, err := New(Config{Hosts: hosts, Validity: testValidity, PreIssue: true})
 	if err != nil {
 		t.Fatalf("New(%q) error: %v", hosts, err)
 	}

@@ -329,3 +329,16 @@ func TestRunSpreadsMassExpiry(t *testing.T) {
 		t.Errorf("Run notified %d of %d expiries in 1s, want some and at most 400 (one chunk of %d per 100ms sweep)", got, n, sweepChunk)
 	}
 }
+
+// TestCreateIssuesNoLeaf: a session's CA issues its leaves at first use, so
+// an idle session of a fleet holds none.
+func TestCreateIssuesNoLeaf(t *testing.T) {
+	r := NewRegistry(RegistryConfig{})
+	s, _, err := r.Create(CreateOptions{Snapshot: specs.Compile(t, specA)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CA.Stats().Issued; got != 0 {
+		t.Errorf("Create issued %d leaves, want none before the first connection", got)
+	}
+}
