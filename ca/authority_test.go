@@ -510,3 +510,20 @@ func TestLeavesIssuedAtFirstUse(t *testing.T) {
 		t.Errorf("Stats = %+v, want %+v", got, want)
 	}
 }
+
+// TestLateLeafKeepsTheRootsValidity: a leaf issued hours after New is valid
+// from the root's NotBefore, so a client whose clock lags accepts it as it
+// accepts the root.
+func TestLateLeafKeepsTheRootsValidity(t *testing.T) {
+	now := time.Unix(2e9, 0)
+	a, err := New(Config{Hosts: []string{"api.example.com"}, Validity: 8 * time.Hour, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(3 * time.Hour)
+	leaf := parsedLeaf(t, mustLeaf(t, a, "api.example.com"))
+	root := a.Certificate()
+	if !leaf.NotBefore.Equal(root.NotBefore) || !leaf.NotAfter.Equal(root.NotAfter) {
+		t.Errorf("leaf issued 3h in: validity %s..%s, want the root's %s..%s", leaf.NotBefore, leaf.NotAfter, root.NotBefore, root.NotAfter)
+	}
+}

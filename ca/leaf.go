@@ -54,11 +54,10 @@ func (a *Authority) issue(h hostName) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	notBefore := a.now().UTC().Add(-clockSkew)
-	if notBefore.Before(a.notBefore) {
-		notBefore = a.notBefore
-	}
-	tbs, err := a.leafTBS(h, &key.PublicKey, serial, notBefore, a.notAfter)
+	// A leaf is valid exactly as long as its root, however long after the
+	// root it is issued (leaves are issued at first use): a client whose
+	// clock lags accepts it as it accepts the root.
+	tbs, err := a.leafTBS(h, &key.PublicKey, serial, a.notBefore, a.notAfter)
 	if err != nil {
 		return nil, fmt.Errorf("encoding leaf certificate for %q: %w", h.name, err)
 	}
