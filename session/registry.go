@@ -18,8 +18,8 @@ import (
 )
 
 // DefaultRetainEnded is how long an ended or expired session is remembered
-// (so it is refused as ended or expired rather than unknown) before Create
-// prunes it.
+// (so it is refused as ended or expired rather than unknown) before a sweep
+// (Run, Sweep or Create) forgets it.
 const DefaultRetainEnded = time.Hour
 
 // RegistryConfig configures a Registry. Every field is optional.
