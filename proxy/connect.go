@@ -285,7 +285,11 @@ func (s *Server) hijackConnect(req *http.Request, client net.Conn, _ *goproxy.Pr
 		s.runPassthrough(t, tc)
 		return
 	}
-	s.intercept(t, tc)
+	// The tunnel gets a goroutine of its own and this one returns, so the
+	// CONNECT's http.Server connection (its 4 KiB reader and writer, the
+	// request) and the stack under goproxy's handler are freed rather than
+	// held for the tunnel's lifetime (docs/proxy-limits.md).
+	go s.intercept(t, tc)
 }
 
 // getCertificate presents the tunnel's leaf, chosen by the CONNECT host; an
