@@ -181,6 +181,9 @@ var h1BufPool = sync.Pool{New: func() any {
 // acquireBufs takes buffers for the next request.
 func (c *h1ServerConn) acquireBufs() {
 	b := h1BufPool.Get().(*h1Bufs)
+	if b.br == nil {
+		b.br = bufio.NewReaderSize(nil, 4<<10) // a hijacker kept the last one
+	}
 	b.br.Reset(&c.src)
 	b.bw.Reset(c.fc)
 	c.bufs, c.br, c.bw, c.pending = b, b.br, b.bw, b.pending[:0]
@@ -788,7 +791,20 @@ func (w *h1Response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.headerSent {
 		return nil, nil, errors.New("hijacking after the response header was sent")
 	}
-	w.hijacked = true
 	c := w.c
-	return c.fc, bufio.NewReadWriter(c.br, c.bw), nil
+	if err := c.bw.Flush(); err != nil { // an earlier write failed
+		return nil, nil, err
+	}
+	w.hijacked = true
+	// The hijacker owns the reader and what it holds. The writer (empty:
+	// nothing of the response was written) and pending go back to the pool
+	// with the connection's other buffers; a WebSocket relay writes to the
+	// connection itself, so it gets a small writer of its own.
+	br := c.br
+	b := c.bufs
+	c.bufs, c.br, c.bw, c.pending = nil, nil, nil, nil
+	b.br = nil
+	b.bw.Reset(nil)
+	h1BufPool.Put(b)
+	return c.fc, bufio.NewReadWriter(br, bufio.NewWriterSize(c.fc, 64)), nil
 }
