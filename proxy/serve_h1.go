@@ -25,9 +25,9 @@ import (
 // Serving intercepted HTTP/1.1 connections.
 //
 // An intercepted HTTP/1.1 connection is served by a loop on the goroutine
-// that accepted its CONNECT: net/http's own parser (http.ReadRequest) reads
-// each request, the checks http.Server adds after it are repeated here
-// (h1Check), and innerHandler decides and forwards it. http.Server would
+// hijackConnect starts for its tunnel: net/http's own parser
+// (http.ReadRequest) reads each request, the checks http.Server adds after
+// it are repeated here (h1Check), and innerHandler decides and forwards it. http.Server would
 // cost, per request, a goroutine that reads ahead to notice a client that
 // went away (started, parked in the poller, woken by a deadline and waited
 // for) and a handoff of every connection from the listener; with the
@@ -151,6 +151,13 @@ func (c *h1ServerConn) waitRequest(first bool) bool {
 		}
 		c.src.b, c.src.has = c.one[0], true
 		c.acquireBufs()
+		// The rest of the record that carried the byte is decrypted and
+		// waiting in TLS: take it now (the second fill), so that a header
+		// block that came whole needs no header deadline below, as when the
+		// wait read into the buffer itself. Only a record of one byte makes
+		// this wait for the next, still under the idle deadline. An error
+		// stays in the reader for ReadRequest.
+		_, _ = c.br.Peek(2)
 		if !c.state.CompareAndSwap(h1Idle, h1Active) {
 			return false // Shutdown closed it while idle
 		}
