@@ -27,12 +27,12 @@ import (
 // An intercepted HTTP/1.1 connection is served by a loop on the goroutine
 // hijackConnect starts for its tunnel: net/http's own parser
 // (http.ReadRequest) reads each request, the checks http.Server adds after
-// it are repeated here (h1Check), and innerHandler decides and forwards it. http.Server would
-// cost, per request, a goroutine that reads ahead to notice a client that
-// went away (started, parked in the poller, woken by a deadline and waited
-// for) and a handoff of every connection from the listener; with the
-// HTTP/1.1 upstream driven by the same goroutine (upstream_h1.go), a request
-// crosses no goroutine at all. The framing scan (smuggle.go) sees every byte
+// it are repeated here (h1Check), and innerHandler decides and forwards it.
+// http.Server would cost, per request, a goroutine that reads ahead to
+// notice a client that went away (started, parked in the poller, woken by a
+// deadline and waited for) and a handoff of every connection from the
+// listener; with the HTTP/1.1 upstream driven by the same goroutine
+// (upstream_h1.go), a request crosses no goroutine at all. The framing scan (smuggle.go) sees every byte
 // the parser reads, exactly as under http.Server.
 //
 // What a client sees is what http.Server gives it: the same status lines for
