@@ -281,14 +281,14 @@ func (s *Server) hijackConnect(req *http.Request, client net.Conn, _ *goproxy.Pr
 		_ = tc.Close()
 		return
 	}
-	if t.mode == modePassthrough {
-		s.runPassthrough(t, tc)
-		return
-	}
 	// The tunnel gets a goroutine of its own and this one returns, so the
 	// CONNECT's http.Server connection (its 4 KiB reader and writer, the
 	// request) and the stack under goproxy's handler are freed rather than
 	// held for the tunnel's lifetime (docs/proxy-limits.md).
+	if t.mode == modePassthrough {
+		go s.runPassthrough(t, tc)
+		return
+	}
 	go s.intercept(t, tc)
 }
 
