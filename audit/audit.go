@@ -326,7 +326,11 @@ const idPrefix = "aud_"
 func NewID() string {
 	var b [15]byte
 	_, _ = rand.Read(b[:]) // documented never to fail; it crashes the program instead
-	return idPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	// Encoded in place: one allocation (the string) per request, not two.
+	var id [len(idPrefix) + 20]byte
+	copy(id[:], idPrefix)
+	base64.RawURLEncoding.Encode(id[len(idPrefix):], b[:])
+	return string(id[:])
 }
 
 // RedactValue renders a value an operation marks redact: "sha256:" and the

@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", filepath.Join("bench", "results", "latest.json"), "JSON results file")
 	fs.StringVar(&o.baseline, "baseline", filepath.Join("bench", "results", "baseline.json"), "baseline results to compare ratios with (skipped when missing)")
 	targets := fs.String("targets", strings.Join(allTargets, ","), "comma-separated targets to run")
-	only := fs.String("scenarios", "", "comma-separated scenario ids to run, e.g. 1.c16,3 (default all: 1.c1,1.c16,2,3,4,5,6.session,6.leaf,7.ops)")
+	only := fs.String("scenarios", "", "comma-separated scenario ids to run, e.g. 1.c16,3 (default all: 1.c1,1.c16,2,3,4,5,6.session,6.leaf,7.ops,9.secrets)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run directory (configs, logs, aileron home) and print its path")
 	fs.DurationVar(&o.cfg.duration, "duration", o.cfg.duration, "length of each timed load (scenarios 1, 2, 4)")
 	fs.IntVar(&o.cfg.rounds, "rounds", o.cfg.rounds, "interleaved rounds each timed load is split into (more rounds: shorter slices, less drift between targets)")
@@ -319,6 +319,15 @@ func scenarios(cfg config, o *origin) []scenario {
 				{"session_ms", fmt.Sprintf("session create ms, %d ops", opsLarge), false},
 			},
 		},
+		scenario{
+			id:      "9.secrets",
+			title:   fmt.Sprintf("(9) session bound to %d secrets vs 1: %d MiB download, keep-alive GET with %d clients", secretCount, cfg.downloadBytes>>20, secretClients),
+			aileron: true,
+			run: func(ctx context.Context, ts []*target, progress io.Writer) map[string]measure {
+				return scenarioSecretScale(ctx, cfg, o, ts, progress)
+			},
+			metrics: secretScaleMetrics(),
+		},
 	)
 }
 
@@ -448,6 +457,8 @@ func addChecks(rep *report, measures map[string]map[string]measure) {
 		rep.absCheck("(6) leaf issuance <= 150 µs", "6.leaf.leaf_us", 150, " µs"),
 		rep.absCheck("(7) proxy CPU/req with 1,000 operations <= 1.1x with 5", "7.ops.cpu_ratio", 1.1, "×"),
 		rep.absCheck("(7) session with a 1,000-operation connector <= 25 ms", "7.ops.session_ms", 25, " ms"),
+		rep.absCheck("(9) proxy CPU/GB, download with 1,000 secrets <= 1.25x with 1", "9.secrets.cpu_s_per_gb_ratio", 1.25, "×"),
+		rep.absCheck("(9) proxy CPU/req, small GET with 1,000 secrets <= 1.25x with 1", "9.secrets.cpu_us_ratio", 1.25, "×"),
 		// Issue 17: the proxy's own CPU against a bare goproxy, same run.
 		rep.peerCheck("(17) proxy CPU/req, 1 client <= 0.8x goproxy", "1.c1.cpu_us", 0.8),
 		rep.peerCheck("(17) proxy CPU/req, 16 clients <= 0.8x goproxy", "1.c16.cpu_us", 0.8),

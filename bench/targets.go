@@ -196,29 +196,9 @@ func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelS
 			return nil, err
 		}
 	}
-	cmd := exec.Command(bin, "--home", home, "serve",
-		"--proxy-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0",
-		"--resolve", o.authority()+"="+o.addr(), "--resolve", o.opsAuthority()+"="+o.addr(), "--upstream-ca", o.caFile)
-	cmd.Env = testkit.CleanEnv(env...)
-	p, err := startProcess(name, cmd, filepath.Join(dir, "serve.log"))
+	p, err := d.serve(ctx, name, dir, o, cleanup, env...)
 	if err != nil {
 		return nil, err
-	}
-	cleanup.add(func() { p.stop(10 * time.Second) })
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		raw, err := os.ReadFile(filepath.Join(home, "daemon.json"))
-		if err == nil && json.Unmarshal(raw, d) == nil && d.ProxyAddr != "" && d.PID == p.pid() {
-			break
-		}
-		if p.exited() {
-			return nil, fmt.Errorf("aileron-proxy serve exited early (%v); log:\n%s", p.err, p.logTail(20))
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("aileron-proxy serve wrote no daemon.json within 30s; log:\n%s", p.logTail(20))
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 
 	t := &target{name: name, proc: p, auditHeader: true, aileron: d}
@@ -242,6 +222,38 @@ func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelS
 		t.tunnels = append(t.tunnels, endpoint{proxyURL: u, roots: pool})
 	}
 	return t, nil
+}
+
+// serve starts `serve` on d's home against the origin (its log in dir),
+// with env added to its environment, and waits for its daemon.json, which
+// fills in d's control-API fields. The process is registered with cleanup.
+func (d *aileronDaemon) serve(ctx context.Context, name, dir string, o *origin, cleanup *cleanups, env ...string) (*process, error) {
+	cmd := exec.Command(d.bin, "--home", d.home, "serve",
+		"--proxy-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0",
+		"--resolve", o.authority()+"="+o.addr(), "--resolve", o.opsAuthority()+"="+o.addr(), "--upstream-ca", o.caFile)
+	cmd.Env = testkit.CleanEnv(env...)
+	p, err := startProcess(name, cmd, filepath.Join(dir, "serve.log"))
+	if err != nil {
+		return nil, err
+	}
+	cleanup.add(func() { p.stop(10 * time.Second) })
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		raw, err := os.ReadFile(filepath.Join(d.home, "daemon.json"))
+		if err == nil && json.Unmarshal(raw, d) == nil && d.ProxyAddr != "" && d.PID == p.pid() {
+			break
+		}
+		if p.exited() {
+			return nil, fmt.Errorf("aileron-proxy serve exited early (%v); log:\n%s", p.err, p.logTail(20))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("aileron-proxy serve wrote no daemon.json within 30s; log:\n%s", p.logTail(20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	return p, nil
 }
 
 // --- goproxy ---------------------------------------------------------------
