@@ -83,8 +83,8 @@ func scenarioIdle(cfg config, o *origin) func(context.Context, []*target, io.Wri
 				}
 				fmt.Fprintf(progress, "  %s, %s\n", t.name, k.label)
 				m := out[t.name]
-				v, note := measureFresh(ctx, cfg, o, t, k)
-				if v > 0 {
+				v, ok, note := measureFresh(ctx, cfg, o, t, k)
+				if ok { // with a handful of connections the growth may be noise, even negative
 					m.set(k.key, v)
 				}
 				if note != "" {
@@ -98,11 +98,12 @@ func scenarioIdle(cfg config, o *origin) func(context.Context, []*target, io.Wri
 }
 
 // measureFresh starts a fresh copy of t with GOGC=100, warms it with one
-// connection of kind k, and measures k's idle connections.
-func measureFresh(ctx context.Context, cfg config, o *origin, t *target, k idleKind) (float64, string) {
+// connection of kind k, and measures k's idle connections: KiB per
+// connection, whether it was measured, and a note.
+func measureFresh(ctx context.Context, cfg config, o *origin, t *target, k idleKind) (float64, bool, string) {
 	dir, err := os.MkdirTemp("", "aileron-bench-idle-")
 	if err != nil {
-		return 0, err.Error()
+		return 0, false, err.Error()
 	}
 	var cl cleanups
 	defer func() {
@@ -114,28 +115,29 @@ func measureFresh(ctx context.Context, cfg config, o *origin, t *target, k idleK
 	case targetGoproxy:
 		self, err := os.Executable()
 		if err != nil {
-			return 0, err.Error()
+			return 0, false, err.Error()
 		}
 		fresh, err = startGoproxyTarget(ctx, self, dir, o, &cl, idleGOGC)
 		if err != nil {
-			return 0, "did not start: " + firstErrLine(err)
+			return 0, false, "did not start: " + firstErrLine(err)
 		}
 	default:
 		sessions := (cfg.idleTunnels + 249) / 250
 		fresh, err = startAileron(ctx, t.name, t.aileron.bin, dir, o, sessions, &cl, idleGOGC)
 		if err != nil {
-			return 0, "did not start: " + firstErrLine(err)
+			return 0, false, "did not start: " + firstErrLine(err)
 		}
 	}
 	eps := fresh.endpoints()
 	warm, err := k.open(ctx, o, eps[0])
 	if err != nil {
-		return 0, "warm-up: " + err.Error()
+		return 0, false, "warm-up: " + err.Error()
 	}
 	_ = warm.Close()
 	time.Sleep(200 * time.Millisecond)
 	m := measureIdle(ctx, cfg, o, fresh, k.open)
-	return m.values["kib_per_tunnel"], m.note
+	v, ok := m.values["kib_per_tunnel"]
+	return v, ok, m.note
 }
 
 // measureIdle opens cfg.idleTunnels connections with open, spread over t's
