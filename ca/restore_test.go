@@ -19,7 +19,7 @@ func TestRestoreKeepsTheRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Restore(Config{Hosts: hosts}, orig.CertDER(), keyDER)
+	got, err := Restore(Config{Hosts: hosts, PreIssue: true}, orig.CertDER(), keyDER)
 	if err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
@@ -30,12 +30,15 @@ func TestRestoreKeepsTheRoot(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(orig.Certificate())
 	for _, h := range []string{"api.example.com", "127.0.0.1"} {
-		leaf := mustLeaf(t, got, h)
-		if leaf.Leaf.Equal(mustLeaf(t, orig, h).Leaf) {
+		leaf, err := x509.ParseCertificate(mustLeaf(t, got, h).Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Equal(leaf.Raw, mustLeaf(t, orig, h).Certificate[0]) {
 			t.Errorf("Leaf(%q) after Restore is the original's leaf; want a fresh one", h)
 		}
 		opts := x509.VerifyOptions{Roots: pool, DNSName: h, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-		if _, err := leaf.Leaf.Verify(opts); err != nil {
+		if _, err := leaf.Verify(opts); err != nil {
 			t.Errorf("the restored authority's leaf for %q does not verify against the original root: %v", h, err)
 		}
 	}
@@ -61,7 +64,7 @@ func TestRestoreRefusesMismatchedOrBadInput(t *testing.T) {
 	}
 	rsaLike, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	otherDER, _ := x509.MarshalPKCS8PrivateKey(rsaLike)
-	leafDER := mustLeaf(t, a, "api.example.com").Leaf.Raw
+	leafDER := mustLeaf(t, a, "api.example.com").Certificate[0]
 	cfg := Config{Hosts: []string{"api.example.com"}}
 	for _, tc := range []struct {
 		name      string

@@ -281,6 +281,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
+	// Expired sessions are ended (files removed, session.ended audited)
+	// soon after expiring, at most a tenth of a core's worth at a time.
+	go d.sessions.Run(watchCtx, 0)
 	go watch(watchCtx, d.cfg.ReloadInterval, d.storeState, func() {
 		if err := d.reloadPolicy(); err != nil {
 			d.log.Error("connector reload failed; keeping the last good policy", zap.Error(err))

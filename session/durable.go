@@ -1,6 +1,7 @@
 package session
 
 import (
+	"container/heap"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -164,8 +165,7 @@ func (r *Registry) Restore(ctx context.Context) (int, error) {
 		}
 		r.mu.Lock()
 		if _, ok := r.byID[rec.ID]; !ok {
-			r.byID[rec.ID] = e
-			r.byAPI[e.apiHash] = e
+			r.addRecordLocked(e)
 			if !e.ended && !e.sess.IsExpired(now) {
 				live++
 			}
@@ -229,6 +229,16 @@ func (r *Registry) fromRecord(rec state.Session) (*entry, error) {
 	return e, nil
 }
 
+// addRecordLocked adds an entry read from the store, due to be forgotten
+// at once when it had already ended or its expiry was noticed.
+func (r *Registry) addRecordLocked(e *entry) {
+	r.addLocked(e)
+	if e.ended || e.notified {
+		e.due = r.forgetAt(e)
+		heap.Fix(&r.due, e.index)
+	}
+}
+
 // loadID asks the store for session id after a lookup missed memory and
 // reports whether the session is now known here.
 func (r *Registry) loadID(id string) bool {
@@ -278,8 +288,7 @@ func (r *Registry) load(key string, force bool, get func(context.Context) (state
 		}
 		r.mu.Lock()
 		if _, known := r.byID[rec.ID]; !known {
-			r.byID[rec.ID] = e
-			r.byAPI[e.apiHash] = e
+			r.addRecordLocked(e)
 		}
 		r.mu.Unlock()
 		return true, nil
@@ -409,6 +418,8 @@ func (r *Registry) endRecord(rec state.Session) {
 	e, ok := r.byID[rec.ID]
 	if ok && !e.ended {
 		e.ended, e.endedAt = true, *rec.EndedAt
+		e.due = r.forgetAt(e)
+		heap.Fix(&r.due, e.index)
 		if !e.notified {
 			e.notified = true
 			ends = append(ends, pendingEnd{e.sess, Ending{Reason: EndReason(rec.EndReason), ExitCode: rec.ExitCode, Elsewhere: true}})

@@ -2,6 +2,7 @@ package session
 
 import (
 	"cmp"
+	"container/heap"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -23,8 +24,8 @@ import (
 )
 
 // DefaultRetainEnded is how long an ended or expired session is remembered
-// (so it is refused as ended or expired rather than unknown) before Create
-// prunes it.
+// (so it is refused as ended or expired rather than unknown) before a sweep
+// (Run, Sweep or Create) forgets it.
 const DefaultRetainEnded = time.Hour
 
 // RegistryConfig configures a Registry. Every field is optional.
@@ -59,7 +60,9 @@ type entry struct {
 	apiHash   [sha256.Size]byte
 	ended     bool
 	endedAt   time.Time
-	notified  bool // OnEnd has been called
+	notified  bool      // OnEnd has been called
+	due       time.Time // next sweep of this entry (sweep.go)
+	index     int       // position in Registry.due
 }
 
 // Registry holds the daemon's sessions. It is safe for concurrent use.
@@ -74,6 +77,7 @@ type Registry struct {
 	mu    sync.Mutex
 	byID  map[string]*entry
 	byAPI map[[sha256.Size]byte]*entry
+	due   dueHeap // every entry, by due time (sweep.go)
 
 	*durable // the Store's side (durable.go); inert without a Store
 }
@@ -225,9 +229,8 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 
 	var ends []pendingEnd
 	r.mu.Lock()
-	r.pruneLocked(now, &ends)
-	r.byID[id] = e
-	r.byAPI[e.apiHash] = e
+	r.sweepLocked(now, createSweep, &ends)
+	r.addLocked(e)
 	r.mu.Unlock()
 	r.notify(ends)
 	r.storePrune(now)
@@ -247,27 +250,6 @@ func caNames(hosts []string, learn []hostport.Glob) (caHosts, domains []string) 
 		}
 	}
 	return caHosts, domains
-}
-
-// pruneLocked forgets sessions that ended or expired more than retainEnded
-// ago, notifying expiries not yet observed.
-func (r *Registry) pruneLocked(now time.Time, ends *[]pendingEnd) {
-	for id, e := range r.byID {
-		var since time.Time
-		switch {
-		case e.ended:
-			since = e.endedAt
-		case e.sess.IsExpired(now):
-			since = e.sess.ExpiresAt
-			_ = r.checkLocked(e, now, ends)
-		default:
-			continue
-		}
-		if now.Sub(since) >= r.retainEnded {
-			delete(r.byID, id)
-			delete(r.byAPI, e.apiHash)
-		}
-	}
 }
 
 // AuthenticateProxy returns the live session id whose proxy secret is
@@ -366,19 +348,19 @@ func (r *Registry) Lookup(id string) (*Session, error) {
 	return s, err
 }
 
-// List returns the live sessions, oldest first.
+// List returns the live sessions, oldest first. The expiries it sees are
+// left to Sweep and Create to notify, a bounded number at a time, so that
+// listing right after a mass expiry does not notify them all at once.
 func (r *Registry) List() []*Session {
-	var ends []pendingEnd
 	now := r.now()
 	r.mu.Lock()
-	var out []*Session
+	out := make([]*Session, 0, len(r.byID))
 	for _, e := range r.byID {
-		if r.checkLocked(e, now, &ends) == nil {
+		if !e.ended && !e.sess.IsExpired(now) {
 			out = append(out, e.sess)
 		}
 	}
 	r.mu.Unlock()
-	r.notify(ends)
 	slices.SortFunc(out, func(a, b *Session) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
@@ -407,6 +389,8 @@ func (r *Registry) end(id string, exitCode *int) error {
 			e.ended = true
 			e.endedAt = now
 			e.notified = true
+			e.due = r.forgetAt(e)
+			heap.Fix(&r.due, e.index)
 			ends = append(ends, pendingEnd{e.sess, Ending{Reason: EndReasonEnded, ExitCode: exitCode}})
 		}
 	}

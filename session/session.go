@@ -5,8 +5,11 @@
 // Secrets are generated here and returned exactly once, in Secrets, when a
 // session is created; the Registry keeps only their SHA-256 digests and
 // compares them in constant time. Expired and ended sessions are refused
-// wherever a session is looked up; expiry is checked at use, so no janitor
-// goroutine is needed (Create prunes what ended long enough ago).
+// wherever a session is looked up: expiry is checked at use. The registry
+// keeps its sessions in a heap by due time, so that Sweep (and Run, which the
+// daemon starts) notifies expiries and forgets old sessions in work
+// proportional to the sessions concerned, a bounded batch at a time, never
+// walking every session.
 //
 // With a state store (RegistryConfig.Store) sessions outlive the process and
 // are shared by replicas: Create, End and a noticed expiry write through to
