@@ -32,8 +32,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/aileron-dev/aileron-proxy/internal/hostport"
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 )
 
 // BinDir is where Debian's postgresql-15 package installs the server.
@@ -300,7 +302,7 @@ func (s *Server) DSN(db string) string {
 	u := url.URL{
 		Scheme:   "postgres",
 		User:     url.UserPassword(Superuser, Password),
-		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)),
+		Host:     hostport.Join("127.0.0.1", s.port),
 		Path:     "/" + db,
 		RawQuery: "sslmode=disable",
 	}
@@ -308,7 +310,7 @@ func (s *Server) DSN(db string) string {
 }
 
 // Addr returns the server's host:port.
-func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+func (s *Server) Addr() string { return hostport.Join("127.0.0.1", s.port) }
 
 // exec runs one statement in the maintenance database.
 func (s *Server) exec(ctx context.Context, sql string) error {
