@@ -153,32 +153,12 @@ func buildAileron(ctx context.Context, t *testing.T) string {
 // decided, audited and injected, and session creation with the large
 // connector is timed.
 func TestOpScaleScenario(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	cfg := defaultConfig()
 	cfg.duration, cfg.rounds, cfg.maxRequests, cfg.sessionRuns = 2*time.Second, 2, 40, 2
-	opts := options{bin: buildAileron(ctx, t), cfg: cfg, targets: map[string]bool{targetDirect: true, targetAileron: true}}
-	var cl cleanups
-	defer cl.run()
-	var progress bytes.Buffer
-	o, targets, err := startTargets(ctx, opts, t.TempDir(), &cl, &progress)
-	if err != nil {
-		t.Fatalf("starting targets: %v\n%s", err, progress.String())
-	}
-	var s scenario
-	for _, sc := range scenarios(cfg, o) {
-		if sc.id == "7.ops" {
-			s = sc
-		}
-	}
-	if s.run == nil || !s.aileron {
-		t.Fatal("no aileron-only scenario 7.ops")
-	}
-	rep := &report{}
-	ms := runScenarios(ctx, []scenario{s}, targets, rep, &progress)
+	ms, rep, progress := runBriefly(t, 90*time.Second, cfg, []string{targetDirect, targetAileron}, "7.ops")
 	m := ms["7.ops"][targetAileron]
 	if strings.Contains(m.note, "errors") || strings.Contains(m.note, "only") || strings.Contains(m.note, "want") {
-		t.Errorf("scenario 7.ops: %s\n%s", m.note, progress.String())
+		t.Errorf("scenario 7.ops: %s\n%s", m.note, progress)
 	}
 	for _, k := range []string{"rps_small", "rps_large", "p50_small", "p50_large", "cpu_us_small", "cpu_us_large", "cpu_ratio", "session_ms"} {
 		if m.values[k] <= 0 {
@@ -229,4 +209,37 @@ func TestRoundsFlag(t *testing.T) {
 	if _, err := parseFlags([]string{"-bin", "x", "-rounds", "0"}, &stderr); err == nil || !strings.Contains(err.Error(), "-rounds") {
 		t.Errorf("-rounds 0: err = %v, want one naming -rounds", err)
 	}
+}
+
+// runBriefly is the smoke tests' run: it starts the targets named for cfg,
+// runs the scenarios ids (of scenarios and sessionScaleScenarios) within
+// timeout, and returns their measures, the report and the progress log.
+func runBriefly(t *testing.T, timeout time.Duration, cfg config, targets []string, ids ...string) (map[string]map[string]measure, *report, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	want := map[string]bool{}
+	for _, name := range targets {
+		want[name] = true
+	}
+	opts := options{bin: buildAileron(ctx, t), cfg: cfg, targets: want}
+	var cl cleanups
+	defer cl.run()
+	var progress bytes.Buffer
+	o, active, err := startTargets(ctx, opts, t.TempDir(), &cl, &progress)
+	if err != nil {
+		t.Fatalf("starting targets: %v\n%s", err, progress.String())
+	}
+	list, err := selectScenarios(append(scenarios(cfg, o), sessionScaleScenarios(cfg, o)...), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		if s.run == nil {
+			t.Fatalf("scenario %s has nothing to run", s.id)
+		}
+	}
+	rep := &report{}
+	ms := runScenarios(ctx, list, active, rep, &progress)
+	return ms, rep, progress.String()
 }

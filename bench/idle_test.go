@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -14,28 +13,13 @@ import (
 // message, each proxy restarted with GOGC=100), every figure is reported,
 // and the targets are checked next to the table.
 func TestIdleScenario(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
 	cfg := defaultConfig()
 	cfg.idleTunnels = 4
-	opts := options{bin: buildAileron(ctx, t), cfg: cfg, targets: map[string]bool{targetDirect: true, targetAileron: true, targetGoproxy: true}}
-	var cl cleanups
-	defer cl.run()
-	var progress bytes.Buffer
-	o, targets, err := startTargets(ctx, opts, t.TempDir(), &cl, &progress)
-	if err != nil {
-		t.Fatalf("starting targets: %v\n%s", err, progress.String())
-	}
-	list, err := selectScenarios(scenarios(cfg, o), []string{"5"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := &report{}
-	measures := runScenarios(ctx, list, targets, rep, &progress)
+	measures, rep, progress := runBriefly(t, 120*time.Second, cfg, []string{targetDirect, targetAileron, targetGoproxy}, "5")
 	for _, name := range []string{targetAileron, targetGoproxy} {
 		m := measures["5"][name]
 		if strings.Contains(m.note, "opened") || strings.Contains(m.note, "did not start") || strings.Contains(m.note, "warm-up") {
-			t.Errorf("%s: %s\n%s", name, m.note, progress.String())
+			t.Errorf("%s: %s\n%s", name, m.note, progress)
 		}
 		for _, md := range idleMetrics() {
 			if _, ok := m.values[md.key]; !ok {
