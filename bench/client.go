@@ -206,27 +206,11 @@ func download(ctx context.Context, c *http.Client, u string) (int64, time.Durati
 // (or, for direct, a TCP connection to the origin), a full TLS handshake and
 // one HTTP/1.1 GET, then leaves the connection open and idle.
 func openIdleTunnel(ctx context.Context, o *origin, ep endpoint) (net.Conn, error) {
-	d := net.Dialer{Timeout: 10 * time.Second}
-	dialAddr := o.addr()
-	if ep.proxyURL != nil {
-		dialAddr = ep.proxyURL.Host
-	}
-	raw, err := d.DialContext(ctx, "tcp", dialAddr)
+	conn, err := dialTunnel(ctx, o, ep, "http/1.1")
 	if err != nil {
 		return nil, err
 	}
-	_ = raw.SetDeadline(time.Now().Add(30 * time.Second))
-	if ep.proxyURL != nil {
-		if err := connect(raw, o.authority(), ep.proxyURL.User); err != nil {
-			raw.Close()
-			return nil, err
-		}
-	}
-	conn := tls.Client(raw, &tls.Config{ServerName: originHost, RootCAs: ep.roots, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
-	if err := conn.HandshakeContext(ctx); err != nil {
-		raw.Close()
-		return nil, fmt.Errorf("TLS handshake: %w", err)
-	}
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
 	req, _ := http.NewRequest(http.MethodGet, o.url(pathSmall), nil)
 	if err := req.Write(conn); err != nil {
 		conn.Close()
@@ -243,7 +227,7 @@ func openIdleTunnel(ctx context.Context, o *origin, ep endpoint) (net.Conn, erro
 		conn.Close()
 		return nil, fmt.Errorf("GET through the tunnel: status %d", resp.StatusCode)
 	}
-	_ = raw.SetDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	return conn, nil
 }
 

@@ -214,7 +214,8 @@ func measureIdle(ctx context.Context, cfg config, o *origin, t *target, open fun
 }
 
 // dialTunnel opens a TLS connection to the origin through ep (directly for
-// direct), offering the ALPN protocol proto.
+// direct), offering the ALPN protocol proto; for http/1.1 a server that
+// negotiates no protocol is accepted too.
 func dialTunnel(ctx context.Context, o *origin, ep endpoint, proto string) (*tls.Conn, error) {
 	d := net.Dialer{Timeout: 10 * time.Second}
 	dialAddr := o.addr()
@@ -237,7 +238,7 @@ func dialTunnel(ctx context.Context, o *origin, ep endpoint, proto string) (*tls
 		_ = raw.Close()
 		return nil, fmt.Errorf("TLS handshake: %w", err)
 	}
-	if got := conn.ConnectionState().NegotiatedProtocol; got != proto {
+	if got := conn.ConnectionState().NegotiatedProtocol; got != proto && (got != "" || proto != "http/1.1") {
 		_ = conn.Close()
 		return nil, fmt.Errorf("ALPN negotiated %q, want %q", got, proto)
 	}

@@ -1,12 +1,13 @@
 package main
 
 import (
+	"github.com/aileron-dev/aileron-proxy/internal/testkit"
+
 	"context"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -60,23 +61,7 @@ func secretSpec(i int) string {
 // secretValues returns n distinct secretLen-byte secrets from a token
 // alphabet (with characters that base64 and URL escaping change), the same
 // in every run.
-func secretValues(n int) []string {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./+=~"
-	rng := rand.New(rand.NewSource(9))
-	seen := map[string]bool{benchToken: true}
-	var out []string
-	for len(out) < n {
-		b := make([]byte, secretLen)
-		for i := range b {
-			b[i] = alphabet[rng.Intn(len(alphabet))]
-		}
-		if s := string(b); !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
-}
+func secretValues(n int) []string { return testkit.Secrets(n, secretLen, 9, benchToken) }
 
 // writeSecretCredentials writes home's credentials.json (the documented
 // format, stored sources): the bench connector's bearer token and one

@@ -186,23 +186,7 @@ func TestScrubberThousandSecrets(t *testing.T) {
 
 // scaleSecrets returns n distinct 40-byte secrets drawn from a token
 // alphabet that includes characters URL escaping and base64 change.
-func scaleSecrets(n int, seed int64) []string {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./+=~"
-	rng := rand.New(rand.NewSource(seed))
-	seen := map[string]bool{}
-	var out []string
-	for len(out) < n {
-		b := make([]byte, 40)
-		for i := range b {
-			b[i] = alphabet[rng.Intn(len(alphabet))]
-		}
-		if s := string(b); !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
-}
+func scaleSecrets(n int, seed int64) []string { return testkit.Secrets(n, 40, seed) }
 
 // scaleScrubber binds each secret as a bearer credential would: the secret
 // and its "Bearer " header value.

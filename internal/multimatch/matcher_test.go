@@ -987,23 +987,7 @@ func FuzzReader(f *testing.F) {
 
 // manySecrets returns n distinct 40-byte secrets from a token alphabet with
 // characters base64 and URL escaping change, drawn from seed.
-func manySecrets(n int, seed int64) []string {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./+=~"
-	rng := rand.New(rand.NewSource(seed))
-	seen := map[string]bool{}
-	var out []string
-	for len(out) < n {
-		b := make([]byte, 40)
-		for i := range b {
-			b[i] = alphabet[rng.Intn(len(alphabet))]
-		}
-		if s := string(b); !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
-}
+func manySecrets(n int, seed int64) []string { return testkit.Secrets(n, 40, seed) }
 
 // FuzzReaderManySecrets is FuzzReader with the fuzzer's secret among 199
 // others, so every strategy (and the direct check near the end of the data)
