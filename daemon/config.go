@@ -67,6 +67,9 @@ type Config struct {
 	ApprovalTimeout time.Duration
 	// ShutdownTimeout bounds the drain of in-flight requests on shutdown.
 	ShutdownTimeout time.Duration
+	// ShutdownSandboxes removes every long-lived sandbox on shutdown;
+	// false leaves them running, for the next start to take up again.
+	ShutdownSandboxes bool
 	// Limits bound what one client can make the proxy hold; zero fields
 	// take the proxy's defaults (see proxy.Limits).
 	Limits proxy.Limits

@@ -200,7 +200,7 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("configuring the web console: %w", err)
 	}
-	if d.sandboxes, err = d.newSandboxManager(); err != nil {
+	if d.sandboxes, err = d.newSandboxManager(nil, ""); err != nil {
 		return nil, err
 	}
 	d.api, err = api.New(api.Config{
@@ -246,6 +246,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() { errc <- d.proxy.Serve(d.proxyLn) }()
 	go func() { errc <- d.apiHTTP.Serve(d.apiLn) }()
 
+	d.recoverSandboxes(ctx)
 	info := api.DaemonInfo{APIURL: d.APIURL(), ProxyAddr: d.ProxyAddr(), AdminToken: d.adminToken, PID: os.Getpid()}
 	raw, _ := json.MarshalIndent(info, "", "  ")
 	daemonFile := filepath.Join(d.cfg.Home, DaemonFile)
