@@ -23,8 +23,10 @@ check:
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+# unit removes the images the run built afterwards (imagesweep), keeping
+# the shared base image.
 unit:
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) run ./internal/testkit/imagesweep -- $(GO) test -race -count=1 -timeout 30m ./...
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)

@@ -103,6 +103,10 @@ const (
 	ChangeApprovalDecided ChangeKind = "approval.decided"
 	ChangeGrantCreated    ChangeKind = "grant.created"
 	ChangeSandboxChanged  ChangeKind = "sandbox.changed"
+	// ChangeResync says the watcher may have missed changes (it fell too
+	// far behind, or a replica lost its connection to the shared store):
+	// it re-reads everything it keeps. Its ID is empty.
+	ChangeResync ChangeKind = "resync"
 )
 
 // Change tells a replica that a record changed; it re-reads the record by ID.
@@ -113,8 +117,20 @@ type Change struct {
 
 // Store is the durable state of a set of replicas. Every method is safe for
 // concurrent use. Errors name the store and the record, never a secret.
+//
+// Common rules of every backend (statetest checks them):
+//   - Times are kept to the microsecond and read back in UTC.
+//   - An empty list or byte slice reads back as nil.
+//   - A write refuses a bad record before touching the store, with an error
+//     wrapping ErrInvalid: an empty ID, an unset time, a value outside the
+//     documented ones.
+//   - Approvals, grants and sandboxes belong to a session: writing one for
+//     an unknown session is ErrNotFound, and PruneSessions removes them with
+//     their session.
+//   - Lists are ordered oldest first (CreatedAt, then ID).
 type Store interface {
-	// PutSession inserts a new session.
+	// PutSession inserts a new live session (EndedAt nil); ErrConflict when
+	// its ID, or its API token digest, is already stored.
 	PutSession(ctx context.Context, s Session) error
 	// EndSession marks a live session ended; ErrConflict when it already
 	// ended, ErrNotFound when unknown.
@@ -127,10 +143,12 @@ type Store interface {
 	// plus those that ended or expired after since (for precise errors).
 	Sessions(ctx context.Context, now, since time.Time) ([]Session, error)
 	// PruneSessions deletes sessions that ended or expired before t, with
-	// their approvals, grants and sandboxes; it returns how many.
+	// their approvals, grants and sandboxes; it returns how many sessions.
+	// It publishes no Change (those sessions were already over).
 	PruneSessions(ctx context.Context, before time.Time) (int, error)
 
-	// PutApproval inserts a pending approval.
+	// PutApproval inserts a pending approval (no decided field set);
+	// ErrConflict when its ID is already stored.
 	PutApproval(ctx context.Context, a Approval) error
 	// DecideApproval settles a pending approval; ErrConflict when it was
 	// already decided, ErrNotFound when unknown. The returned record is the
@@ -142,27 +160,33 @@ type Store interface {
 	// recent decided ones, at most limit of those, oldest first.
 	Approvals(ctx context.Context, decidedLimit int) ([]Approval, error)
 	// AbandonApprovals settles every approval still pending on replica as
-	// "abandoned" and returns them (a restarted replica's held connections
-	// died with its process).
+	// "abandoned" (Decision and Reason left empty) and returns them, oldest
+	// first (a restarted replica's held connections died with its process).
 	AbandonApprovals(ctx context.Context, replica string, at time.Time) ([]Approval, error)
 
-	// PutGrant remembers a decision (replacing an older one for the same key).
+	// PutGrant remembers a decision (replacing an older one for the same
+	// session, connector, tool and operation). Decision is "approve" or
+	// "deny".
 	PutGrant(ctx context.Context, g Grant) error
-	// Grants returns every remembered decision of live sessions.
+	// Grants returns every remembered decision of the sessions that have
+	// neither ended nor expired.
 	Grants(ctx context.Context) ([]Grant, error)
 
 	// PutSandbox inserts or replaces a sandbox record.
 	PutSandbox(ctx context.Context, s Sandbox) error
-	// MarkSandboxGone sets GoneAt.
+	// MarkSandboxGone sets GoneAt; ErrNotFound when unknown.
 	MarkSandboxGone(ctx context.Context, id string, at time.Time) error
-	// DeleteSandbox forgets a removed sandbox.
+	// DeleteSandbox forgets a removed sandbox; ErrNotFound when unknown.
 	DeleteSandbox(ctx context.Context, id string) error
 	// Sandboxes returns every sandbox record.
 	Sandboxes(ctx context.Context) ([]Sandbox, error)
 
 	// Watch delivers changes made through any replica (this one included)
-	// until ctx ends. A Store shared by replicas delivers another
-	// replica's change within a second.
+	// until ctx ends or the Store closes; then the channel is closed. A
+	// Store shared by replicas delivers another replica's change within a
+	// second. A change is published after its write committed. Writers never
+	// wait for a watcher: one that falls behind gets a ChangeResync in
+	// place of the changes it missed.
 	Watch(ctx context.Context) (<-chan Change, error)
 	// Close releases the store.
 	Close() error
