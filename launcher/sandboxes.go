@@ -294,13 +294,14 @@ func (m *SandboxManager) RemoveSandbox(ctx context.Context, id string) error {
 }
 
 // expireAt arms sb's TTL: the sandbox lives as long as its session
-// (--ttl, else the default).
+// (--ttl, else the default). One whose TTL ended while it was being
+// composed is removed at once.
 func (m *SandboxManager) expireAt(sb *sandbox) {
 	id := sb.info.ID
-	life := sb.info.ExpiresAt.Sub(m.cfg.Now())
-	if sb.info.ExpiresAt.IsZero() || life <= 0 {
+	if sb.info.ExpiresAt.IsZero() {
 		return
 	}
+	life := max(sb.info.ExpiresAt.Sub(m.cfg.Now()), 0)
 	timer := time.AfterFunc(life, func() {
 		m.log.Info("the sandbox's TTL is over; removing it", zap.String("sandbox_id", id))
 		_ = m.RemoveSandbox(context.Background(), id)
