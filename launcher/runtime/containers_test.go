@@ -74,3 +74,24 @@ func TestContainersOneGone(t *testing.T) {
 		t.Errorf("Containers with the engine down = %v, want its error", err)
 	}
 }
+
+// FuzzParseContainerInspect: whatever a runtime prints, parsing it never
+// panics, and a parsed container's state word is lower case (IsRunning
+// compares it with "running").
+func FuzzParseContainerInspect(f *testing.F) {
+	f.Add(dockerInspectOne)
+	f.Add(podmanInspectOne)
+	f.Add(`[]`)
+	f.Add(`[{"Name":"//x","State":{"Status":"Running"},"Config":{"Labels":null}}]`)
+	f.Fuzz(func(t *testing.T, out string) {
+		cs, err := parseContainerInspect(out)
+		if err != nil {
+			return
+		}
+		for _, c := range cs {
+			if c.Status != strings.ToLower(c.Status) {
+				t.Fatalf("parseContainerInspect(%q) kept the state %q as printed", out, c.Status)
+			}
+		}
+	})
+}
