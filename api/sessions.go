@@ -183,10 +183,7 @@ func (s *Server) createSession(c echo.Context) error {
 		return apiErr(http.StatusInternalServerError, CodeInternal, "creating the session failed; see the daemon log").because(err)
 	}
 	// Keep what the run endpoint needs before anything can fail.
-	if err := s.clients.add(sess, sec.ProxySecret); err != nil {
-		_ = s.cfg.Sessions.End(sess.ID)
-		return apiErr(http.StatusInternalServerError, CodeInternal, "creating the session failed; see the daemon log").because(err)
-	}
+	s.clients.add(sess, sec.ProxySecret)
 	var caFile, bundleFile string
 	if s.cfg.SessionFiles != nil {
 		if caFile, bundleFile, err = s.cfg.SessionFiles(sess); err != nil {

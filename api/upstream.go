@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -28,9 +29,34 @@ import (
 )
 
 // sessionClient is how the API reaches the proxy as one session: the
-// session's proxy credential and a transport trusting only its CA.
+// session's proxy credential and a transport trusting only its CA. The
+// transport is built at first use: most sessions of a fleet never call the
+// run endpoint, and an idle one then costs only its secret here.
 type sessionClient struct {
-	transport *http.Transport
+	cc     *clientCache
+	sess   *session.Session
+	secret string
+
+	once      sync.Once
+	transport *http.Transport // nil until built
+	err       error
+	built     atomic.Bool
+}
+
+// roundTripper returns the session's transport, building it on first use.
+func (sc *sessionClient) roundTripper() (*http.Transport, error) {
+	sc.once.Do(func() {
+		sc.transport, sc.err = sc.cc.newTransport(sc.sess, sc.secret)
+		sc.built.Store(sc.err == nil)
+	})
+	return sc.transport, sc.err
+}
+
+// closeIdle closes the transport's idle connections, if it was built.
+func (sc *sessionClient) closeIdle() {
+	if sc.built.Load() {
+		sc.transport.CloseIdleConnections()
+	}
 }
 
 // clientCache keeps one sessionClient per session created through this
@@ -41,6 +67,9 @@ type clientCache struct {
 	cfg Config
 	mu  sync.Mutex
 	m   map[string]*sessionClient
+	// pruneAt is the cache size at which add next prunes: twice the size
+	// after the last prune, so pruning costs O(1) per session amortized.
+	pruneAt int
 }
 
 func newClientCache(cfg Config) *clientCache {
@@ -58,10 +87,22 @@ func (e *proxyConnectError) Error() string {
 	return fmt.Sprintf("the proxy refused CONNECT with status %d", e.status)
 }
 
-func (cc *clientCache) add(s *session.Session, proxySecret string) error {
+func (cc *clientCache) add(s *session.Session, proxySecret string) {
+	c := &sessionClient{cc: cc, sess: s, secret: proxySecret}
+	cc.mu.Lock()
+	old := cc.m[s.ID]
+	cc.m[s.ID] = c
+	cc.mu.Unlock()
+	if old != nil {
+		old.closeIdle()
+	}
+}
+
+// newTransport is the transport of session s through the proxy.
+func (cc *clientCache) newTransport(s *session.Session, proxySecret string) (*http.Transport, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(s.CAPEM) {
-		return fmt.Errorf("loading the CA of session %s: no certificate in its PEM", s.ID)
+		return nil, fmt.Errorf("loading the CA of session %s: no certificate in its PEM", s.ID)
 	}
 	proxyURL := &url.URL{Scheme: "http", User: url.UserPassword(s.ID, proxySecret), Host: cc.cfg.ProxyAddr}
 	t := &http.Transport{
@@ -89,14 +130,7 @@ func (cc *clientCache) add(s *session.Session, proxySecret string) error {
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 1 << 20,
 	}
-	cc.mu.Lock()
-	old := cc.m[s.ID]
-	cc.m[s.ID] = &sessionClient{transport: t}
-	cc.mu.Unlock()
-	if old != nil {
-		old.transport.CloseIdleConnections()
-	}
-	return nil
+	return t, nil
 }
 
 func (cc *clientCache) get(id string) (*sessionClient, bool) {
@@ -112,13 +146,19 @@ func (cc *clientCache) forget(id string) {
 	delete(cc.m, id)
 	cc.mu.Unlock()
 	if c != nil {
-		c.transport.CloseIdleConnections()
+		c.closeIdle()
 	}
 }
 
-// prune forgets clients whose sessions are no longer live.
+// prune forgets clients whose sessions are no longer live, once the cache
+// has doubled since the last prune (SessionEnded forgets each client as its
+// session ends; this only catches what that missed).
 func (cc *clientCache) prune(live func(id string) bool) {
 	cc.mu.Lock()
+	if len(cc.m) < cc.pruneAt {
+		cc.mu.Unlock()
+		return
+	}
 	var ids []string
 	for id := range cc.m {
 		ids = append(ids, id)
@@ -129,13 +169,16 @@ func (cc *clientCache) prune(live func(id string) bool) {
 			cc.forget(id)
 		}
 	}
+	cc.mu.Lock()
+	cc.pruneAt = max(2*len(cc.m), 64)
+	cc.mu.Unlock()
 }
 
 func (cc *clientCache) closeAll() {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	for _, c := range cc.m {
-		c.transport.CloseIdleConnections()
+		c.closeIdle()
 	}
 }
 
@@ -201,8 +244,15 @@ type outbound struct {
 func (s *Server) forward(c echo.Context, ob outbound) error {
 	sc, ok := s.clients.get(ob.sess.ID)
 	if !ok {
-		return apiErr(http.StatusConflict, CodeSessionUnavailable,
-			fmt.Sprintf("session %s was not created through this daemon's API, so the API holds no proxy credential for it; create a session with POST /v1/sessions", ob.sess.ID))
+		// Created before a restart or through another replica: this
+		// process never saw its proxy secret, so it uses the registry's
+		// internal one.
+		s.clients.add(ob.sess, s.cfg.Sessions.InternalProxySecret(ob.sess.ID))
+		sc, _ = s.clients.get(ob.sess.ID)
+	}
+	transport, err := sc.roundTripper()
+	if err != nil {
+		return apiErr(http.StatusInternalServerError, CodeInternal, "internal error; see the daemon log").because(err)
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), s.callTimeout())
 	defer cancel()
@@ -217,7 +267,7 @@ func (s *Server) forward(c echo.Context, ob outbound) error {
 		if err != nil {
 			return apiErr(http.StatusInternalServerError, CodeInternal, "internal error; see the daemon log").because(err)
 		}
-		resp, err = sc.transport.RoundTrip(req)
+		resp, err = transport.RoundTrip(req)
 		if err == nil && attempt < attempts && isUpstreamConnectFailure(resp) {
 			s.log.Debug("retrying an idempotent call the upstream failed before answering",
 				zap.String("session_id", ob.sess.ID), zap.String("operation", ob.operation))

@@ -5,6 +5,16 @@
 // A decision may be remembered for the rest of the session: later requests
 // for the same (session, connector, tool, operation) are then decided
 // immediately without asking again. Every request and decision is audited.
+//
+// With a state store (BrokerConfig.Store), approvals outlive the process
+// and are shared by replicas. Each held request is recorded with the view a
+// person sees (never more), and its outcome once settled; remembered
+// decisions are recorded too. A replica that starts again marks the
+// approvals it held as abandoned (their connections died with it) and
+// audits them. The store referees decisions: whichever replica's decision
+// is recorded first wins, and the replica holding the request releases it
+// when its Follow sees the decision. List shows every replica's pending
+// approvals, from memory kept current by Follow.
 package approval
 
 import (
@@ -62,6 +72,10 @@ const (
 	// OutcomeCanceled means the caller's context ended first (the client
 	// went away); the request must not proceed.
 	OutcomeCanceled Outcome = "canceled"
+	// OutcomeAbandoned is recorded (never returned by Await) for a
+	// request that was pending when its replica stopped: its connection
+	// died with the process.
+	OutcomeAbandoned Outcome = "abandoned"
 )
 
 // String returns the outcome's spelling; the zero value is "denied".
@@ -160,10 +174,11 @@ type Pending struct {
 	RequestedAt time.Time        `json:"requested_at"`
 	// State is "pending" or "decided".
 	State string `json:"state"`
-	// Decision is the outcome once decided: approved, denied, timeout or
-	// canceled.
+	// Decision is the outcome once decided: approved, denied, timeout,
+	// canceled or abandoned.
 	Decision string `json:"decision,omitempty"`
-	// Reason says what decided it: approved, denied, timeout or canceled.
+	// Reason says what decided it: approved, denied, timeout, canceled,
+	// remembered or abandoned.
 	Reason    string     `json:"reason,omitempty"`
 	DecidedAt *time.Time `json:"decided_at,omitempty"`
 }

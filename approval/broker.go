@@ -2,6 +2,7 @@ package approval
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,8 +11,11 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/aileron-dev/aileron-proxy/audit"
 	"github.com/aileron-dev/aileron-proxy/internal/preview"
+	"github.com/aileron-dev/aileron-proxy/state"
 )
 
 // DefaultHistory is how many decided approvals List keeps when
@@ -25,6 +29,9 @@ const (
 	ReasonTimeout    = "timeout"
 	ReasonCanceled   = "canceled"
 	ReasonRemembered = "remembered"
+	// ReasonAbandoned: the request was pending when its replica stopped;
+	// its connection died with the process.
+	ReasonAbandoned = "abandoned"
 )
 
 // Keys of approval audit events' Fields: the approval ID, the digest and
@@ -53,6 +60,18 @@ type BrokerConfig struct {
 	// History is how many decided approvals List remembers; zero means
 	// DefaultHistory.
 	History int
+	// Store, when set, is where approvals outlive the process and are
+	// shared by replicas: Await records each held request, its decision
+	// and remembered decisions; Restore loads them at start; Decide of an
+	// approval held on another replica decides it in the store, and
+	// Follow releases this replica's waiters decided elsewhere. Nil keeps
+	// approvals in memory only.
+	Store state.Store
+	// Replica names this process among those sharing Store (the holder
+	// of its waiting requests); empty means "default".
+	Replica string
+	// Logger receives what the store path notices; nil logs nothing.
+	Logger *zap.Logger
 }
 
 // grantKey identifies what a remembered decision covers.
@@ -74,6 +93,10 @@ type waiter struct {
 	done          chan struct{}
 	// outcome is set once, under Broker.mu, before done is closed.
 	outcome Outcome
+	// deciding is set, under Broker.mu, while Decide records a person's
+	// decision of this waiter in the store: the store's report of that
+	// same decision (Follow) leaves the waiter to Decide.
+	deciding bool
 }
 
 // Broker holds requests awaiting approval. It is safe for concurrent use.
@@ -88,6 +111,12 @@ type Broker struct {
 	pending    map[string]*waiter
 	decided    []Pending // oldest first, at most history
 	remembered map[grantKey]Decision
+	// remote are the approvals pending on other replicas (Store only).
+	remote map[string]Pending
+
+	store   state.Store
+	replica string
+	log     *zap.Logger
 }
 
 // NewBroker returns a broker with no pending approvals.
@@ -100,6 +129,16 @@ func NewBroker(cfg BrokerConfig) *Broker {
 		history:     cfg.History,
 		pending:     map[string]*waiter{},
 		remembered:  map[grantKey]Decision{},
+		remote:      map[string]Pending{},
+		store:       cfg.Store,
+		replica:     cfg.Replica,
+		log:         cfg.Logger,
+	}
+	if b.replica == "" {
+		b.replica = "default"
+	}
+	if b.log == nil {
+		b.log = zap.NewNop()
 	}
 	if b.timeout <= 0 {
 		b.timeout = DefaultTimeout
@@ -202,6 +241,7 @@ func (b *Broker) Await(ctx context.Context, r Request) Outcome {
 	b.pending[view.ID] = w
 	b.mu.Unlock()
 
+	b.storePut(view)
 	b.record(eventFor(audit.EventApprovalRequested, view, w.previewFields))
 	if b.onRequested != nil {
 		b.onRequested(view.clone())
@@ -228,6 +268,7 @@ func (b *Broker) finish(w *waiter, out Outcome, reason string) {
 	ok := b.finishLocked(w, out, reason)
 	b.mu.Unlock()
 	if ok {
+		b.storeSettle(w, "", out, reason, "")
 		b.audited(w, out, reason)
 		close(w.done)
 	}
@@ -305,26 +346,77 @@ func (b *Broker) Decide(id string, d Decision, remember Remember) error {
 			}
 		}
 		b.mu.Unlock()
+		if errors.Is(err, ErrUnknownApproval) && b.store != nil {
+			// Held on another replica (or decided there): the store
+			// settles it, and the holder's Follow releases the request.
+			err = b.decideElsewhere(id, d, remember, out, reason)
+		}
+		if err != nil {
+			return fmt.Errorf("deciding approval %q: %w", id, err)
+		}
+		return nil
+	}
+	if w.deciding {
+		b.mu.Unlock()
+		return fmt.Errorf("deciding approval %q: %w", id, ErrAlreadyDecided)
+	}
+	w.deciding = true
+	b.mu.Unlock()
+	// The store is the referee between replicas deciding the same
+	// approval: only the one whose write wins releases the request.
+	if err := b.storeDecide(id, d, out, reason, remember); err != nil {
+		b.mu.Lock()
+		w.deciding = false
+		b.mu.Unlock()
+		// Another replica's decision won: apply it here.
+		b.decidedElsewhere(id)
 		return fmt.Errorf("deciding approval %q: %w", id, err)
 	}
+	b.mu.Lock()
+	w.deciding = false
+	if !b.finishLocked(w, out, reason) {
+		b.mu.Unlock()
+		return fmt.Errorf("deciding approval %q: %w", id, ErrAlreadyDecided)
+	}
 	finished := []*waiter{w}
-	b.finishLocked(w, out, reason)
 	if remember == RememberSession {
 		b.remembered[w.key] = d
-		for _, other := range b.pending { // finishLocked deletes from b.pending, which range allows
-			if other.key == w.key && b.finishLocked(other, out, reason) {
-				finished = append(finished, other)
-			}
-		}
+		finished = append(finished, b.finishKeyLocked(w.key, out, reason)...)
 	}
 	b.mu.Unlock()
-	// approval.decided is recorded before the waiter wakes, so it always
-	// precedes the proxy's event for the same request.
+	b.release(finished[:1], "", out, reason)
+	b.release(finished[1:], d, out, reason)
+	if remember == RememberSession {
+		b.storeGrant(w.key, d)
+	}
+	return nil
+}
+
+// finishKeyLocked finishes every pending waiter for key with out and
+// returns them.
+func (b *Broker) finishKeyLocked(key grantKey, out Outcome, reason string) []*waiter {
+	var finished []*waiter
+	for _, other := range b.pending { // finishLocked deletes from b.pending, which range allows
+		if other.key == key && !other.deciding && b.finishLocked(other, out, reason) {
+			finished = append(finished, other)
+		}
+	}
+	return finished
+}
+
+// release audits finished waiters and wakes them. approval.decided is
+// recorded before the waiter wakes, so it always precedes the proxy's
+// event for the same request. With a decision d, each is also settled in
+// the store (they were answered by a remembered decision made for another
+// approval).
+func (b *Broker) release(finished []*waiter, d Decision, out Outcome, reason string) {
 	for _, f := range finished {
+		if d != "" {
+			b.storeSettle(f, d, out, reason, "")
+		}
 		b.audited(f, out, reason)
 		close(f.done)
 	}
-	return nil
 }
 
 // List returns approvals in state "pending", "decided" or "all", oldest
@@ -344,6 +436,9 @@ func (b *Broker) List(state string) []Pending {
 		for _, w := range b.pending {
 			out = append(out, w.view.clone())
 		}
+		for _, p := range b.remote {
+			out = append(out, p.clone())
+		}
 	}
 	b.mu.Unlock()
 	slices.SortStableFunc(out, func(a, c Pending) int { return a.RequestedAt.Compare(c.RequestedAt) })
@@ -358,6 +453,11 @@ func (b *Broker) ForgetSession(id string) {
 	for k := range b.remembered {
 		if k.session == id {
 			delete(b.remembered, k)
+		}
+	}
+	for k, p := range b.remote {
+		if p.SessionID == id {
+			delete(b.remote, k)
 		}
 	}
 }

@@ -127,6 +127,7 @@ func TestEventCarriesNoPayload(t *testing.T) {
 		"websocket": "*audit.WebSocketStats",
 		"action":    "string",
 		"learned":   "*audit.Learned",
+		"replica":   "string",
 	}
 	// A learned request is described by names and types only: these four
 	// fields, each a name list, a name/type list or a media type.
@@ -263,5 +264,33 @@ func TestImports(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no package files checked")
+	}
+}
+
+// Options.Replica reaches every event the Writer records.
+func TestRecordSetsReplica(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := OpenWith(path, Options{Replica: "serve-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Record(Event{Event: EventSessionCreated, SessionID: "s1"})
+	w.Record(Event{Event: EventProxied, Status: 200})
+	w.Record(Event{Event: EventActionRun, ExitCode: new(int)})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("got %d lines, want 3", len(lines))
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, `"replica":"serve-1"`) {
+			t.Errorf("line %s lacks the replica", l)
+		}
 	}
 }

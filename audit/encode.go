@@ -39,7 +39,8 @@ func appendLine(dst []byte, e Event) ([]byte, error) {
 }
 
 // appendEvent appends e as encoding/json renders it (field order, omitempty,
-// HTML-safe escaping, sorted map keys); e has no ExitCode or WebSocket.
+// HTML-safe escaping, sorted map keys); e has no ExitCode, WebSocket or
+// Learned, the fields between Fields and Replica.
 func appendEvent(b []byte, e *Event) []byte {
 	b = append(b, `{"time":"`...)
 	b = e.Time.AppendFormat(b, time.RFC3339Nano)
@@ -87,6 +88,7 @@ func appendEvent(b []byte, e *Event) []byte {
 		}
 		b = append(b, '}')
 	}
+	b = appendOptString(b, `,"replica":`, e.Replica)
 	return append(b, '}')
 }
 

@@ -23,7 +23,9 @@ func TestAppendEventMatchesEncodingJSON(t *testing.T) {
 		{Time: at, Event: EventProxied, AuditID: "aud_x", SessionID: "s1", ConnectorFQN: "acme/github", Tool: "api",
 			Operation: "issues.list", Method: "GET", Host: "api.github.com:443", Path: "/repos/a/b", Status: 200,
 			Decision: "allowed", Reason: "allowed", CredentialKind: "bearer", BytesIn: 5, BytesOut: 1 << 40,
-			DurationMS: 12, Source: "proxy", Fields: map[string]string{"z": "1", "a": "<&>", "m": "é\u2028\u2029"}},
+			DurationMS: 12, Source: "proxy", Fields: map[string]string{"z": "1", "a": "<&>", "m": "é\u2028\u2029"}, Replica: "serve-0"},
+		{Time: at, Event: EventSessionEnded, AuditID: "aud_r", Replica: "r<1>"},
+		{Time: at, Event: EventActionRun, AuditID: "aud_ar", ExitCode: &exit, Replica: "r2"},
 		{Time: at, Event: EventDenied, AuditID: "aud_d", Path: "/a?b#c", Host: "user@h:1", Status: -3, BytesIn: -1},
 		{Time: at.Truncate(time.Second), Event: "quote\"back\\slash\b\f\n\r\t\x00\x1f\x7f", AuditID: "aud_q", Action: "\xff\xfe invalid", Fields: map[string]string{}},
 		{Time: at, Event: EventActionRun, AuditID: "aud_a", ExitCode: &exit},
@@ -53,7 +55,7 @@ func FuzzAppendEvent(f *testing.F) {
 	f.Add("\xff", "\x00\"", "", "", "", 0, int64(-1))
 	f.Fuzz(func(t *testing.T, event, path, host, key, value string, status int, n int64) {
 		e := Event{Time: time.Unix(1700000000, n%1e9), Event: event, AuditID: "aud_f", Path: path, Host: host,
-			Status: status, BytesIn: n, Reason: value, Fields: map[string]string{key: value, value: key}}
+			Status: status, BytesIn: n, Reason: value, Fields: map[string]string{key: value, value: key}, Replica: key}
 		got, err := Marshal(e)
 		if err != nil {
 			t.Fatal(err)

@@ -54,6 +54,9 @@ type Options struct {
 	// when it is available again: once per episode each. It runs on the
 	// writer's goroutine and must not block.
 	OnChange func(Status)
+	// Replica is written as every event's Replica (unless the event sets
+	// one); empty writes none.
+	Replica string
 }
 
 // Status is the health of a Writer.

@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", filepath.Join("bench", "results", "latest.json"), "JSON results file")
 	fs.StringVar(&o.baseline, "baseline", filepath.Join("bench", "results", "baseline.json"), "baseline results to compare ratios with (skipped when missing)")
 	targets := fs.String("targets", strings.Join(allTargets, ","), "comma-separated targets to run")
-	only := fs.String("scenarios", "", "comma-separated scenario ids to run, e.g. 1.c16,3 (default all: 1.c1,1.c16,2,3,4,5,6.session,6.leaf,7.ops)")
+	only := fs.String("scenarios", "", "comma-separated scenario ids to run, e.g. 1.c16,3 (default all: 1.c1,1.c16,2,3,4,5,6.session,6.leaf,7.ops,9.secrets,8.sessions-cpu,8.session-mem,8.create-p99,8.expiry)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run directory (configs, logs, aileron home) and print its path")
 	fs.DurationVar(&o.cfg.duration, "duration", o.cfg.duration, "length of each timed load (scenarios 1, 2, 4)")
 	fs.IntVar(&o.cfg.rounds, "rounds", o.cfg.rounds, "interleaved rounds each timed load is split into (more rounds: shorter slices, less drift between targets)")
@@ -288,8 +288,8 @@ func scenarios(cfg config, o *origin) []scenario {
 		},
 		scenario{
 			id: "5", title: fmt.Sprintf("(5) %d idle tunnels", cfg.idleTunnels),
-			run:     perTarget(func(ctx context.Context, t *target) measure { return scenarioIdleTunnels(ctx, cfg, o, t) }),
-			metrics: []metricDef{{"kib_per_tunnel", "RSS KiB per tunnel", false}},
+			run:     scenarioIdle(cfg, o), // idle.go
+			metrics: idleMetrics(),
 		},
 		scenario{
 			id: "6.session", title: "(6) session with 100 hosts (API)", aileron: true,
@@ -318,6 +318,15 @@ func scenarios(cfg config, o *origin) []scenario {
 				{"rps_large", fmt.Sprintf("req/s, %d ops", opsLarge), true},
 				{"session_ms", fmt.Sprintf("session create ms, %d ops", opsLarge), false},
 			},
+		},
+		scenario{
+			id:      "9.secrets",
+			title:   fmt.Sprintf("(9) session bound to %d secrets vs 1: %d MiB download, keep-alive GET with %d clients", secretCount, cfg.downloadBytes>>20, secretClients),
+			aileron: true,
+			run: func(ctx context.Context, ts []*target, progress io.Writer) map[string]measure {
+				return scenarioSecretScale(ctx, cfg, o, ts, progress)
+			},
+			metrics: secretScaleMetrics(),
 		},
 	)
 }
@@ -365,7 +374,7 @@ func runBench(ctx context.Context, opts options, cl *cleanups, progress io.Write
 	// (5) runs first, on proxies that have served only their warm-up: a Go
 	// proxy reuses heap freed by earlier scenarios without growing its RSS,
 	// which would understate the memory each idle tunnel holds.
-	list, err := selectScenarios(scenarios(opts.cfg, o), opts.scenarios)
+	list, err := selectScenarios(append(scenarios(opts.cfg, o), sessionScaleScenarios(opts.cfg, o)...), opts.scenarios)
 	if err != nil {
 		return nil, err
 	}
@@ -388,6 +397,7 @@ func runBench(ctx context.Context, opts options, cl *cleanups, progress io.Write
 		}
 	}
 	addChecks(rep, measures)
+	rep.Checks = append(rep.Checks, sessionScaleChecks(rep, opts.cfg.fleetSessions)...)
 	return rep, nil
 }
 
@@ -443,10 +453,13 @@ func addChecks(rep *report, measures map[string]map[string]measure) {
 		rep.absCheck("(3) proxy peak RSS growth <= 32 MiB", "3.rss_growth", 32, " MiB"),
 		rep.ratioCheck("(4) HTTP/2 req/s >= 0.5x direct, policy on every stream", "4.rps", 0.5, true, everyStream),
 		rep.absCheck("(5) RSS per idle tunnel <= 100 KiB", "5.kib_per_tunnel", 100, " KiB"),
+		// idle.go's checks follow here.
 		rep.absCheck("(6) session with 100 hosts <= 25 ms", "6.session.session_ms", 25, " ms"),
 		rep.absCheck("(6) leaf issuance <= 150 µs", "6.leaf.leaf_us", 150, " µs"),
 		rep.absCheck("(7) proxy CPU/req with 1,000 operations <= 1.1x with 5", "7.ops.cpu_ratio", 1.1, "×"),
 		rep.absCheck("(7) session with a 1,000-operation connector <= 25 ms", "7.ops.session_ms", 25, " ms"),
+		rep.absCheck("(9) proxy CPU/GB, download with 1,000 secrets <= 1.25x with 1", "9.secrets.cpu_s_per_gb_ratio", 1.25, "×"),
+		rep.absCheck("(9) proxy CPU/req, small GET with 1,000 secrets <= 1.25x with 1", "9.secrets.cpu_us_ratio", 1.25, "×"),
 		// Issue 17: the proxy's own CPU against a bare goproxy, same run.
 		rep.peerCheck("(17) proxy CPU/req, 1 client <= 0.8x goproxy", "1.c1.cpu_us", 0.8),
 		rep.peerCheck("(17) proxy CPU/req, 16 clients <= 0.8x goproxy", "1.c16.cpu_us", 0.8),
@@ -461,6 +474,8 @@ func addChecks(rep *report, measures map[string]map[string]measure) {
 		rep.peerCheck("(17) p50 at 1 client <= goproxy's", "1.c1.p50", 1),
 		rep.absCheck("(17) proxy CPU, download <= 1.5 s/GB", "3.cpu_s_per_gb", 1.5, " s/GB"),
 	}
+	at := slices.IndexFunc(rep.Checks, func(c check) bool { return strings.HasPrefix(c.Name, "(5)") }) + 1
+	rep.Checks = slices.Insert(rep.Checks, at, idleChecks(rep)...)
 }
 
 // cmpBool orders true before false when called as cmpBool(b, a).

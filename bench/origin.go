@@ -226,6 +226,7 @@ func serveOrigin(listen, caOut string) error {
 		h.Set("Content-Length", strconv.Itoa(len(smallResponse)))
 		_, _ = io.WriteString(w, smallResponse)
 	})
+	mux.HandleFunc("GET "+pathWebSocket, serveWebSocket) // scenario (5), idle.go
 	mux.HandleFunc("GET "+pathStats, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(originStats{Requests: requests.Load(), Injected: injected.Load()})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -39,6 +38,8 @@ type config struct {
 	idleTunnels int
 	// sessionRuns is how many sessions scenario (6) creates.
 	sessionRuns int
+	// fleetSessions is scenario (8)'s live sessions.
+	fleetSessions int
 }
 
 func defaultConfig() config {
@@ -52,6 +53,7 @@ func defaultConfig() config {
 		h2Streams:        64,
 		idleTunnels:      1000,
 		sessionRuns:      15,
+		fleetSessions:    defaultFleetSessions,
 	}
 }
 
@@ -351,72 +353,5 @@ func runDownloadRounds(ctx context.Context, cfg config, o *origin, ts []*target,
 // scenarioIdleTunnels is (5): n tunnels, each with one request done, held
 // open and idle; the proxy's RSS growth per tunnel.
 func scenarioIdleTunnels(ctx context.Context, cfg config, o *origin, t *target) measure {
-	var m measure
-	pid := t.pid()
-	if pid == 0 {
-		m.addNote("no proxy")
-		return m
-	}
-	before, err := rssKiB(pid)
-	if err != nil {
-		m.addNote("%v", err)
-		return m
-	}
-	eps := t.endpoints()
-	conns := make([]net.Conn, cfg.idleTunnels)
-	errs := make([]error, cfg.idleTunnels)
-	tctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				conns[i], errs[i] = openIdleTunnel(tctx, o, eps[i%len(eps)])
-			}
-		}()
-	}
-	for i := range conns {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	defer func() {
-		for _, c := range conns {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
-	open := 0
-	var firstErr error
-	for i, c := range conns {
-		if c != nil {
-			open++
-		} else if firstErr == nil {
-			firstErr = errs[i]
-		}
-	}
-	if open < cfg.idleTunnels {
-		m.addNote("opened %d of %d tunnels (first error: %v)", open, cfg.idleTunnels, firstErr)
-	}
-	if open == 0 {
-		return m
-	}
-	// Let the proxy settle (goroutines park, buffers are released).
-	select {
-	case <-ctx.Done():
-		return m
-	case <-time.After(time.Second):
-	}
-	after, err := rssKiB(pid)
-	if err != nil {
-		m.addNote("%v", err)
-		return m
-	}
-	m.set("kib_per_tunnel", float64(after-before)/float64(open))
-	m.addNote("RSS %.1f -> %.1f MiB with %d tunnels", float64(before)/1024, float64(after)/1024, open)
-	return m
+	return measureIdle(ctx, cfg, o, t, openIdleH1) // idle.go
 }

@@ -55,7 +55,7 @@ func timeSessions(ctx context.Context, cfg config, d *aileronDaemon, fqn string,
 	var took []time.Duration
 	for i := range cfg.sessionRuns + 1 {
 		t0 := time.Now()
-		id, hosts, err := createSessionAPI(ctx, c, d, fqn)
+		id, hosts, err := createSessionAPI(ctx, c, d, fqn, "1h")
 		el := time.Since(t0)
 		if err != nil {
 			m.addNote("%v", err)
@@ -77,8 +77,8 @@ func timeSessions(ctx context.Context, cfg config, d *aileronDaemon, fqn string,
 		float64(took[0])/float64(time.Millisecond), float64(took[len(took)-1])/float64(time.Millisecond))
 }
 
-func createSessionAPI(ctx context.Context, c *http.Client, d *aileronDaemon, fqn string) (string, int, error) {
-	body := fmt.Sprintf(`{"connectors":[%q],"ttl":"1h"}`, fqn)
+func createSessionAPI(ctx context.Context, c *http.Client, d *aileronDaemon, fqn, ttl string) (string, int, error) {
+	body := fmt.Sprintf(`{"connectors":[%q],"ttl":%q}`, fqn, ttl)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.APIURL+"/v1/sessions", strings.NewReader(body))
 	if err != nil {
 		return "", 0, err

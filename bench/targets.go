@@ -100,11 +100,12 @@ func benchSpec(authority string) string {
     "description": "aileron-proxy benchmark origin",
     "operations": [
       {"name": "small", "method": "GET", "path": %q, "hosts": [%q], "credential": "bearer"},
+      {"name": "websocket", "method": "GET", "path": %q, "hosts": [%q], "credential": "bearer", "websocket": true},
       {"name": "download", "method": "GET", "path": "%s{size}", "hosts": [%q], "credential": "bearer",
        "inputs": [{"name": "size", "type": "integer", "required": true}]}
     ]
   }]
-}`, benchFQN, pathSmall, authority, pathDownload, authority)
+}`, benchFQN, pathSmall, authority, pathWebSocket, authority, pathDownload, authority)
 }
 
 // hosts100Spec is a connector whose one operation lists 100 hosts, for
@@ -168,7 +169,7 @@ func (d *aileronDaemon) createSession(ctx context.Context, fqn string) (createdS
 // startAileron installs the bench connectors, sets their bearer credential,
 // starts serve against the origin and creates the sessions the scenarios
 // use. Everything it starts is registered with cleanup.
-func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelSessions int, cleanup *cleanups) (*target, error) {
+func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelSessions int, cleanup *cleanups, env ...string) (*target, error) {
 	dir = filepath.Join(dir, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
@@ -195,29 +196,9 @@ func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelS
 			return nil, err
 		}
 	}
-	cmd := exec.Command(bin, "--home", home, "serve",
-		"--proxy-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0",
-		"--resolve", o.authority()+"="+o.addr(), "--resolve", o.opsAuthority()+"="+o.addr(), "--upstream-ca", o.caFile)
-	cmd.Env = testkit.CleanEnv()
-	p, err := startProcess(name, cmd, filepath.Join(dir, "serve.log"))
+	p, err := d.serve(ctx, name, dir, o, cleanup, env...)
 	if err != nil {
 		return nil, err
-	}
-	cleanup.add(func() { p.stop(10 * time.Second) })
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		raw, err := os.ReadFile(filepath.Join(home, "daemon.json"))
-		if err == nil && json.Unmarshal(raw, d) == nil && d.ProxyAddr != "" && d.PID == p.pid() {
-			break
-		}
-		if p.exited() {
-			return nil, fmt.Errorf("aileron-proxy serve exited early (%v); log:\n%s", p.err, p.logTail(20))
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("aileron-proxy serve wrote no daemon.json within 30s; log:\n%s", p.logTail(20))
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 
 	t := &target{name: name, proc: p, auditHeader: true, aileron: d}
@@ -243,12 +224,47 @@ func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelS
 	return t, nil
 }
 
+// serve starts `serve` on d's home against the origin (its log in dir),
+// with env added to its environment, and waits for its daemon.json, which
+// fills in d's control-API fields. The process is registered with cleanup.
+func (d *aileronDaemon) serve(ctx context.Context, name, dir string, o *origin, cleanup *cleanups, env ...string) (*process, error) {
+	cmd := exec.Command(d.bin, "--home", d.home, "serve",
+		"--proxy-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0",
+		"--resolve", o.authority()+"="+o.addr(), "--resolve", o.opsAuthority()+"="+o.addr(), "--upstream-ca", o.caFile)
+	cmd.Env = testkit.CleanEnv(env...)
+	p, err := startProcess(name, cmd, filepath.Join(dir, "serve.log"))
+	if err != nil {
+		return nil, err
+	}
+	cleanup.add(func() { p.stop(10 * time.Second) })
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		raw, err := os.ReadFile(filepath.Join(d.home, "daemon.json"))
+		if err == nil && json.Unmarshal(raw, d) == nil && d.ProxyAddr != "" && d.PID == p.pid() {
+			break
+		}
+		if p.exited() {
+			return nil, fmt.Errorf("aileron-proxy serve exited early (%v); log:\n%s", p.err, p.logTail(20))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("aileron-proxy serve wrote no daemon.json within 30s; log:\n%s", p.logTail(20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	return p, nil
+}
+
 // --- goproxy ---------------------------------------------------------------
 
 // startGoproxyTarget re-runs the harness binary as `-serve-goproxy`.
-func startGoproxyTarget(ctx context.Context, self, dir string, o *origin, cleanup *cleanups) (*target, error) {
+func startGoproxyTarget(ctx context.Context, self, dir string, o *origin, cleanup *cleanups, env ...string) (*target, error) {
 	caFile := filepath.Join(dir, "goproxy-ca.pem")
 	cmd := exec.Command(self, serveGoproxyFlag, "-listen", "127.0.0.1:0", "-upstream-ca", o.caFile, "-ca-out", caFile)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	p, addr, err := startListener(ctx, targetGoproxy, cmd, filepath.Join(dir, "goproxy.log"), cleanup)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package ca
 
 import (
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -46,6 +47,11 @@ type Config struct {
 	// CommonName is the root's subject common name. Empty means
 	// "aileron-proxy session CA <8 hex digits of the root's key id>".
 	CommonName string
+	// PreIssue issues the leaf of every host in Hosts in New. False (the
+	// default) issues each at its first Leaf call: an idle session then
+	// holds no leaf (about 1.5 KiB per host), and the first connection to a
+	// host pays one issuance.
+	PreIssue bool
 }
 
 // Stats counts leaf certificate work since New.
@@ -61,13 +67,17 @@ type Stats struct {
 // Authority is one session's root certificate authority and its cache of
 // leaf certificates. It is safe for concurrent use.
 type Authority struct {
-	now     func() time.Time
-	key     crypto.Signer // the root's private key; never exported
-	cert    *x509.Certificate
-	certPEM []byte
-	hosts   map[string]hostName // normalized name -> host, the session's hosts
-	names   []string            // sorted normalized names, for error messages
-	domains []string            // normalized domains whose subdomains may get leaves
+	now func() time.Time
+	key crypto.Signer // the root's private key; exported only by KeyDER
+	// The root certificate is kept as its DER and the few fields leaves
+	// need (RawSubject and SubjectKeyId are slices of it), not parsed: a
+	// parsed certificate costs about 3 KiB per session.
+	certDER             []byte
+	rawSubject, skid    []byte
+	notBefore, notAfter time.Time
+	hosts               map[string]hostName // normalized name -> host, the session's hosts
+	names               []string            // sorted normalized names, for error messages
+	domains             []string            // normalized domains whose subdomains may get leaves
 
 	mu     sync.RWMutex
 	leaves map[string]*tls.Certificate
@@ -78,9 +88,10 @@ type Authority struct {
 }
 
 // New creates a session certificate authority: a fresh ECDSA P-256 root,
-// name-constrained to cfg.Hosts, and a leaf for every host in cfg.Hosts.
+// name-constrained to cfg.Hosts, and, with cfg.PreIssue, a leaf for every
+// host in cfg.Hosts.
 func New(cfg Config) (*Authority, error) {
-	return newAuthority(cfg, true)
+	return newAuthority(cfg, cfg.PreIssue)
 }
 
 // newAuthority is New with pre-issuing optional, so that tests can exercise
@@ -89,35 +100,10 @@ func newAuthority(cfg Config, preIssue bool) (*Authority, error) {
 	if cfg.Validity <= 0 {
 		return nil, fmt.Errorf("creating session CA: validity %s is not positive; set Config.Validity to the session's time to live", cfg.Validity)
 	}
-	a := &Authority{
-		now:    cfg.Now,
-		hosts:  make(map[string]hostName, len(cfg.Hosts)),
-		leaves: make(map[string]*tls.Certificate, len(cfg.Hosts)),
+	a, err := newEmpty(cfg, "creating session CA", preIssue)
+	if err != nil {
+		return nil, err
 	}
-	if a.now == nil {
-		a.now = time.Now
-	}
-	for i, raw := range cfg.Hosts {
-		h, err := normalizeHost(raw)
-		if err != nil {
-			return nil, fmt.Errorf("creating session CA: checking Config.Hosts[%d] %q: %w", i, raw, err)
-		}
-		a.hosts[h.name] = h
-	}
-	for name := range a.hosts {
-		a.names = append(a.names, name)
-	}
-	for i, raw := range cfg.Domains {
-		h, err := normalizeHost(raw)
-		if err != nil || h.isIP() {
-			return nil, fmt.Errorf("creating session CA: checking Config.Domains[%d] %q: not a DNS domain", i, raw)
-		}
-		a.domains = append(a.domains, h.name)
-	}
-	slices.Sort(a.domains)
-	a.domains = slices.Compact(a.domains)
-	slices.Sort(a.names)
-
 	if err := a.createRoot(cfg); err != nil {
 		return nil, fmt.Errorf("creating session CA: %w", err)
 	}
@@ -127,6 +113,102 @@ func newAuthority(cfg Config, preIssue bool) (*Authority, error) {
 		}
 	}
 	return a, nil
+}
+
+// newEmpty returns an Authority with cfg's hosts and domains normalized and
+// no root yet; errors start with what.
+func newEmpty(cfg Config, what string, preIssue bool) (*Authority, error) {
+	a := &Authority{
+		now:   cfg.Now,
+		hosts: make(map[string]hostName, len(cfg.Hosts)),
+	}
+	if preIssue {
+		a.leaves = make(map[string]*tls.Certificate, len(cfg.Hosts))
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	for i, raw := range cfg.Hosts {
+		h, err := normalizeHost(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: checking Config.Hosts[%d] %q: %w", what, i, raw, err)
+		}
+		a.hosts[h.name] = h
+	}
+	for name := range a.hosts {
+		a.names = append(a.names, name)
+	}
+	for i, raw := range cfg.Domains {
+		h, err := normalizeHost(raw)
+		if err != nil || h.isIP() {
+			return nil, fmt.Errorf("%s: checking Config.Domains[%d] %q: not a DNS domain", what, i, raw)
+		}
+		a.domains = append(a.domains, h.name)
+	}
+	slices.Sort(a.domains)
+	a.domains = slices.Compact(a.domains)
+	slices.Sort(a.names)
+	return a, nil
+}
+
+// Restore rebuilds an Authority from a root that New made earlier (its
+// certificate DER and its KeyDER), for a session that outlived the process:
+// the root is the same certificate, byte for byte, so clients that trusted
+// it trust the leaves issued after the restore. cfg.Hosts and cfg.Domains
+// are the hosts the root was made for (a subset is fine: the root's name
+// constraints still bound them); cfg.Validity and cfg.CommonName are
+// ignored, the certificate carries both. Leaves are issued afresh, at first
+// use or, with cfg.PreIssue, here.
+func Restore(cfg Config, certDER, keyDER []byte) (*Authority, error) {
+	const what = "restoring session CA"
+	a, err := newEmpty(cfg, what, cfg.PreIssue)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(certDER)
+	if err != nil {
+		return nil, fmt.Errorf("%s: parsing the root certificate: %w", what, err)
+	}
+	if !cert.IsCA || !cert.BasicConstraintsValid {
+		return nil, fmt.Errorf("%s: certificate %q is not a CA certificate", what, cert.Subject.CommonName)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(keyDER)
+	if err != nil {
+		return nil, fmt.Errorf("%s: parsing the root key (PKCS#8): %w", what, err)
+	}
+	key, ok := parsed.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: the root key is a %T, want an ECDSA key", what, parsed)
+	}
+	if pub, ok := cert.PublicKey.(*ecdsa.PublicKey); !ok || !key.PublicKey.Equal(pub) {
+		return nil, fmt.Errorf("%s: the key does not belong to certificate %q", what, cert.Subject.CommonName)
+	}
+	a.key = key
+	a.certDER, a.rawSubject, a.skid = cert.Raw, cert.RawSubject, cert.SubjectKeyId
+	a.notBefore, a.notAfter = cert.NotBefore, cert.NotAfter
+	if cfg.PreIssue {
+		if err := a.preIssue(); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	return a, nil
+}
+
+// KeyDER returns the root's private key in PKCS#8 DER, for a caller that
+// must rebuild the Authority after a restart (Restore). The caller owns
+// keeping it secret: aileron-proxy writes it only sealed under the state
+// key, never to a log, a response or a plain file.
+func (a *Authority) KeyDER() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(a.key)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the session CA key: %w", err)
+	}
+	return der, nil
+}
+
+// CertDER returns the root certificate in DER form (a fresh copy).
+func (a *Authority) CertDER() []byte {
+	return slices.Clone(a.certDER)
 }
 
 // preIssue issues a leaf for every session host, spreading the signing over
@@ -193,8 +275,8 @@ func (a *Authority) createRoot(cfg Config) error {
 		return fmt.Errorf("signing root certificate: %w", err)
 	}
 	a.key = key
-	a.cert = cert
-	a.certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
+	a.certDER, a.rawSubject, a.skid = cert.Raw, cert.RawSubject, cert.SubjectKeyId
+	a.notBefore, a.notAfter = cert.NotBefore, cert.NotAfter
 	return nil
 }
 
@@ -241,15 +323,21 @@ func (a *Authority) nameConstraints() *x509util.NameConstraints {
 }
 
 // CertPEM returns the root certificate in PEM form (a fresh copy), for
-// clients to trust.
+// clients to trust. It is encoded at each call: the authority keeps only
+// the DER, as every session holds one.
 func (a *Authority) CertPEM() []byte {
-	return slices.Clone(a.certPEM)
+	// EncodeToMemory's buffer has room to spare; a session keeps this copy.
+	return slices.Clone(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.certDER}))
 }
 
-// Certificate returns the parsed root certificate. It is shared: callers must
-// not modify it.
+// Certificate returns the root certificate, parsed at each call.
 func (a *Authority) Certificate() *x509.Certificate {
-	return a.cert
+	cert, err := x509.ParseCertificate(a.certDER)
+	if err != nil {
+		// The DER is the one createRoot parsed: this cannot fail.
+		panic(fmt.Sprintf("parsing the session root certificate: %v", err))
+	}
+	return cert
 }
 
 // Stats returns the leaf issuance counters.
@@ -259,8 +347,10 @@ func (a *Authority) Stats() Stats {
 
 // Leaf returns the certificate to serve for host, which must be one of the
 // session's hosts (in any spelling normalizeHost accepts: case, trailing dot,
-// port and IPv6 brackets do not matter). The chain holds the leaf alone, and
-// Leaf is set. Leaves are issued once per host and cached; concurrent first
+// port and IPv6 brackets do not matter). The chain holds the leaf alone;
+// Leaf is not set (a parsed leaf costs about 3 KiB per host of every
+// session, and a TLS server does not read it): parse Certificate[0] to
+// inspect the leaf. Leaves are issued once per host and cached; concurrent first
 // calls share one issuance. The returned value is shared: callers must not
 // modify it.
 func (a *Authority) Leaf(host string) (*tls.Certificate, error) {
@@ -300,6 +390,9 @@ func (a *Authority) Leaf(host string) (*tls.Certificate, error) {
 		}
 		issuedHere = true
 		a.mu.Lock()
+		if a.leaves == nil { // made at the first issuance: most sessions stay idle
+			a.leaves = map[string]*tls.Certificate{}
+		}
 		a.leaves[h.name] = leaf
 		a.mu.Unlock()
 		return leaf, nil
@@ -330,8 +423,8 @@ func (a *Authority) cached(name string) *tls.Certificate {
 
 // checkExpiry refuses to hand out a leaf for name once the root has expired.
 func (a *Authority) checkExpiry(name string) error {
-	if now := a.now(); now.After(a.cert.NotAfter) {
-		return fmt.Errorf("issuing leaf for %q: session CA expired at %s; start a new session", name, a.cert.NotAfter.Format(time.RFC3339))
+	if now := a.now(); now.After(a.notAfter) {
+		return fmt.Errorf("issuing leaf for %q: session CA expired at %s; start a new session", name, a.notAfter.Format(time.RFC3339))
 	}
 	return nil
 }

@@ -231,10 +231,10 @@ func TestLeafCertificate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.host, func(t *testing.T) {
 			c := mustLeaf(t, a, tc.host)
-			leaf := c.Leaf
-			if leaf == nil || len(c.Certificate) != 1 || !bytes.Equal(c.Certificate[0], leaf.Raw) {
-				t.Fatalf("Leaf(%q) chain has %d certs, Leaf set %v; want [leaf] with Leaf set", tc.host, len(c.Certificate), leaf != nil)
+			if len(c.Certificate) != 1 || c.Leaf != nil {
+				t.Fatalf("Leaf(%q) chain has %d certs, Leaf set %v; want [leaf] without Leaf (memory per session)", tc.host, len(c.Certificate), c.Leaf != nil)
 			}
+			leaf := parsedLeaf(t, c)
 			priv, ok := c.PrivateKey.(*ecdsa.PrivateKey)
 			if !ok || priv.Curve != elliptic.P256() || !priv.PublicKey.Equal(leaf.PublicKey) {
 				t.Errorf("Leaf(%q) private key = %T, want the ECDSA P-256 key of the leaf", tc.host, c.PrivateKey)
@@ -435,7 +435,7 @@ func TestGoVerifiesNameConstraints(t *testing.T) {
 				return err
 			}
 			for _, host := range tc.good {
-				leaf := mustLeaf(t, a, host).Leaf
+				leaf := parsedLeaf(t, mustLeaf(t, a, host))
 				if err := verify(leaf, host, roots); err != nil {
 					t.Errorf("Verify(leaf %q) with the session CA: %v", host, err)
 				}
@@ -448,7 +448,7 @@ func TestGoVerifiesNameConstraints(t *testing.T) {
 				if _, err := a.Leaf(host); err == nil {
 					t.Errorf("Leaf(%q) succeeded for a host outside the session", host)
 				}
-				leaf := forgeLeaf(t, a, host).Leaf
+				leaf := parsedLeaf(t, forgeLeaf(t, a, host))
 				err := verify(leaf, host, roots)
 				invalid, ok := errors.AsType[x509.CertificateInvalidError](err)
 				if !ok || invalid.Reason != x509.CANotAuthorizedForThisName {
@@ -474,7 +474,7 @@ func TestLeafUnderDomain(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Leaf(%q): %v", host, err)
 		}
-		if _, err := leaf.Leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: roots}); err != nil {
+		if _, err := parsedLeaf(t, leaf).Verify(x509.VerifyOptions{DNSName: host, Roots: roots}); err != nil {
 			t.Errorf("verifying the leaf of %q: %v", host, err)
 		}
 	}
@@ -485,5 +485,45 @@ func TestLeafUnderDomain(t *testing.T) {
 	}
 	if _, err := New(Config{Domains: []string{"10.0.0.1"}, Validity: time.Hour}); err == nil {
 		t.Error("New accepted an IP as a domain")
+	}
+}
+
+// TestLeavesIssuedAtFirstUse: without PreIssue, New issues no leaf (an idle
+// session holds none) and the first Leaf call per host issues it once.
+func TestLeavesIssuedAtFirstUse(t *testing.T) {
+	a, err := New(Config{Hosts: []string{"api.example.com", "127.0.0.1"}, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Stats(); got != (Stats{}) {
+		t.Fatalf("Stats after New = %+v, want nothing issued", got)
+	}
+	if a.leaves != nil {
+		t.Errorf("New made a leaf cache of %d entries; want none until the first issuance", len(a.leaves))
+	}
+	first := mustLeaf(t, a, "api.example.com")
+	if again := mustLeaf(t, a, "api.example.com"); again != first {
+		t.Error("the second Leaf call issued another certificate")
+	}
+	mustLeaf(t, a, "127.0.0.1")
+	if got, want := a.Stats(), (Stats{Issued: 2, CacheHits: 1}); got != want {
+		t.Errorf("Stats = %+v, want %+v", got, want)
+	}
+}
+
+// TestLateLeafKeepsTheRootsValidity: a leaf issued hours after New is valid
+// from the root's NotBefore, so a client whose clock lags accepts it as it
+// accepts the root.
+func TestLateLeafKeepsTheRootsValidity(t *testing.T) {
+	now := time.Unix(2e9, 0)
+	a, err := New(Config{Hosts: []string{"api.example.com"}, Validity: 8 * time.Hour, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(3 * time.Hour)
+	leaf := parsedLeaf(t, mustLeaf(t, a, "api.example.com"))
+	root := a.Certificate()
+	if !leaf.NotBefore.Equal(root.NotBefore) || !leaf.NotAfter.Equal(root.NotAfter) {
+		t.Errorf("leaf issued 3h in: validity %s..%s, want the root's %s..%s", leaf.NotBefore, leaf.NotAfter, root.NotBefore, root.NotAfter)
 	}
 }

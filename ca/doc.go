@@ -4,7 +4,11 @@
 //
 // Its one job is certificates. It knows nothing about HTTP, sessions or
 // policy: callers hand it the list of hosts and ask for leaves. The root's
-// private key never leaves the Authority; no method returns it.
+// private key leaves the Authority only through KeyDER, so that a session
+// can outlive the process: aileron-proxy writes it nowhere but into its
+// state store, sealed under the state key, and Restore rebuilds the same
+// root from it (same certificate bytes), so leaves issued after a restart
+// chain to the root a client already trusts.
 //
 // The root is ECDSA P-256 with a critical CA basic constraint (path length 0),
 // critical key usage certSign|cRLSign, a subject key identifier and critical

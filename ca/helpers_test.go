@@ -26,10 +26,11 @@ import (
 // testValidity is the session length used by tests that do not care.
 const testValidity = 8 * time.Hour
 
-// newTestAuthority creates an authority or fails the test.
+// newTestAuthority creates an authority with every leaf pre-issued, or
+// fails the test.
 func newTestAuthority(t testing.TB, hosts ...string) *Authority {
 	t.Helper()
-	a, err := New(Config{Hosts: hosts, Validity: testValidity})
+	a, err := New(Config{Hosts: hosts, Validity: testValidity, PreIssue: true})
 	if err != nil {
 		t.Fatalf("New(%q) error: %v", hosts, err)
 	}
@@ -44,6 +45,16 @@ func mustLeaf(t testing.TB, a *Authority, host string) *tls.Certificate {
 		t.Fatalf("Leaf(%q) error: %v", host, err)
 	}
 	return c
+}
+
+// parsedLeaf parses c's leaf (Authority.Leaf leaves c.Leaf unset).
+func parsedLeaf(t testing.TB, c *tls.Certificate) *x509.Certificate {
+	t.Helper()
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		t.Fatalf("parsing the leaf: %v", err)
+	}
+	return leaf
 }
 
 // forgeLeaf signs, with a's private root key, a leaf for names the authority
@@ -62,8 +73,8 @@ func forgeLeaf(t testing.TB, a *Authority, names ...string) *tls.Certificate {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: names[0]},
-		NotBefore:    a.cert.NotBefore,
-		NotAfter:     a.cert.NotAfter,
+		NotBefore:    a.notBefore,
+		NotAfter:     a.notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		SubjectKeyId: []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20},
@@ -75,7 +86,7 @@ func forgeLeaf(t testing.TB, a *Authority, names ...string) *tls.Certificate {
 			tmpl.DNSNames = append(tmpl.DNSNames, n)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, key.Public(), a.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.Certificate(), key.Public(), a.key)
 	if err != nil {
 		t.Fatalf("signing forged leaf for %q: %v", names, err)
 	}

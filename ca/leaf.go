@@ -11,6 +11,7 @@ import (
 	encasn1 "encoding/asn1"
 	"fmt"
 	"math/big"
+	"slices"
 	"time"
 
 	"go.step.sm/crypto/keyutil"
@@ -53,11 +54,10 @@ func (a *Authority) issue(h hostName) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	notBefore := a.now().UTC().Add(-clockSkew)
-	if notBefore.Before(a.cert.NotBefore) {
-		notBefore = a.cert.NotBefore
-	}
-	tbs, err := a.leafTBS(h, &key.PublicKey, serial, notBefore, a.cert.NotAfter)
+	// A leaf is valid exactly as long as its root, however long after the
+	// root it is issued (leaves are issued at first use): a client whose
+	// clock lags accepts it as it accepts the root.
+	tbs, err := a.leafTBS(h, &key.PublicKey, serial, a.notBefore, a.notAfter)
 	if err != nil {
 		return nil, fmt.Errorf("encoding leaf certificate for %q: %w", h.name, err)
 	}
@@ -76,12 +76,14 @@ func (a *Authority) issue(h hostName) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding leaf certificate for %q: %w", h.name, err)
 	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
+	// The builder's buffer has room to spare: keep an exact copy, for the
+	// leaf lives as long as the session.
+	der = slices.Clone(der)
+	if _, err := x509.ParseCertificate(der); err != nil {
 		return nil, fmt.Errorf("parsing the leaf certificate issued for %q: %w", h.name, err)
 	}
 	a.issued.Add(1)
-	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // leafTBS encodes the TBSCertificate of a leaf for h: v3, ECDSA-SHA256,
@@ -107,7 +109,7 @@ func (a *Authority) leafTBS(h hostName, pub *ecdsa.PublicKey, serial *big.Int, n
 		b.AddASN1(asn1.Tag(0).Constructed().ContextSpecific(), func(b *cryptobyte.Builder) { b.AddASN1Int64(2) })
 		b.AddASN1BigInt(serial)
 		addAlgorithm(b)
-		b.AddBytes(a.cert.RawSubject)
+		b.AddBytes(a.rawSubject)
 		b.AddASN1(asn1.SEQUENCE, func(b *cryptobyte.Builder) {
 			addTime(b, notBefore)
 			addTime(b, notAfter)
@@ -141,7 +143,7 @@ func (a *Authority) leafTBS(h hostName, pub *ecdsa.PublicKey, serial *big.Int, n
 				addExtension(b, oidSubjectKeyID, false, func(b *cryptobyte.Builder) { b.AddASN1OctetString(skid[:]) })
 				addExtension(b, oidAuthorityKeyID, false, func(b *cryptobyte.Builder) {
 					b.AddASN1(asn1.SEQUENCE, func(b *cryptobyte.Builder) {
-						b.AddASN1(asn1.Tag(0).ContextSpecific(), func(b *cryptobyte.Builder) { b.AddBytes(a.cert.SubjectKeyId) })
+						b.AddASN1(asn1.Tag(0).ContextSpecific(), func(b *cryptobyte.Builder) { b.AddBytes(a.skid) })
 					})
 				})
 				addExtension(b, oidSubjectAltName, ip != nil, func(b *cryptobyte.Builder) {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tailscale/hujson"
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/proxy"
+	"github.com/aileron-dev/aileron-proxy/state"
 )
 
 // Defaults for Config fields left zero.
@@ -67,9 +69,6 @@ type Config struct {
 	ApprovalTimeout time.Duration
 	// ShutdownTimeout bounds the drain of in-flight requests on shutdown.
 	ShutdownTimeout time.Duration
-	// ShutdownSandboxes removes every long-lived sandbox on shutdown;
-	// false leaves them running, for the next start to take up again.
-	ShutdownSandboxes bool
 	// Limits bound what one client can make the proxy hold; zero fields
 	// take the proxy's defaults (see proxy.Limits).
 	Limits proxy.Limits
@@ -77,6 +76,28 @@ type Config struct {
 	// proxy URLs instead of the listen address (e.g. a gateway address that
 	// containers reach).
 	AdvertiseProxyAddr string
+	// StateURL is the state store that sessions, approvals and
+	// remembered decisions outlive the process in: empty means the
+	// embedded SQLite database under Home; a postgres:// URL is a
+	// database shared by replicas.
+	StateURL string
+	// StateKeyFile is the file holding the key that seals session CA keys
+	// in the store; empty means Home's state.key (created on first start
+	// with the embedded database). Every replica sharing a database needs
+	// the same key.
+	StateKeyFile string
+	// Replica names this process among those sharing a state store (in
+	// audit events and as the holder of its pending approvals); empty
+	// means the host name.
+	Replica string
+	// Store, when set, is an open state store used instead of opening
+	// StateURL (an embedding program's, or a test's replicas sharing one
+	// in-memory store); the caller keeps it and closes it after Run.
+	Store state.Store
+	// ShutdownSandboxes removes the long-lived sandboxes at shutdown, as
+	// before sandboxes outlived serve; false leaves them running for the
+	// next start to find.
+	ShutdownSandboxes bool
 }
 
 // fileConfig is the schema of the JSONC config file; keys use the same words
@@ -97,6 +118,12 @@ type fileConfig struct {
 	ShutdownTimeout string      `json:"shutdown_timeout"`
 	AdvertiseProxy  string      `json:"advertise_proxy_addr"`
 	Limits          *fileLimits `json:"limits"`
+	State           string      `json:"state"`
+	StateKeyFile    string      `json:"state_key_file"`
+	Replica         string      `json:"replica"`
+	// ShutdownSandboxes is a pointer so that an absent key leaves the flag's
+	// value alone.
+	ShutdownSandboxes *bool `json:"shutdown_sandboxes"`
 }
 
 // fileLimits is the "limits" object of the config file; durations are Go
@@ -146,7 +173,7 @@ func LoadConfigFile(path string, cfg *Config) error {
 	dec := json.NewDecoder(bytes.NewReader(std))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
-		return fmt.Errorf("parsing config %s: %w (accepted keys: proxy_listen, api_listen, resolve, upstream_ca, passthrough, upstream_proxy, upstream_no_proxy, upstream_proxy_user, upstream_proxy_password_env, upstream_proxy_password_file, reload_interval, approval_timeout, shutdown_timeout, advertise_proxy_addr, limits)", path, err)
+		return fmt.Errorf("parsing config %s: %w (accepted keys: proxy_listen, api_listen, resolve, upstream_ca, passthrough, upstream_proxy, upstream_no_proxy, upstream_proxy_user, upstream_proxy_password_env, upstream_proxy_password_file, reload_interval, approval_timeout, shutdown_timeout, advertise_proxy_addr, limits, state, state_key_file, replica, shutdown_sandboxes)", path, err)
 	}
 	set := func(dst *string, v string) {
 		if v != "" {
@@ -156,6 +183,12 @@ func LoadConfigFile(path string, cfg *Config) error {
 	set(&cfg.ProxyListen, fc.ProxyListen)
 	set(&cfg.APIListen, fc.APIListen)
 	set(&cfg.AdvertiseProxyAddr, fc.AdvertiseProxy)
+	set(&cfg.StateURL, fc.State)
+	set(&cfg.StateKeyFile, fc.StateKeyFile)
+	set(&cfg.Replica, fc.Replica)
+	if fc.ShutdownSandboxes != nil {
+		cfg.ShutdownSandboxes = *fc.ShutdownSandboxes
+	}
 	if len(fc.Resolve) > 0 {
 		m, err := ParseResolve(fc.Resolve)
 		if err != nil {
@@ -263,5 +296,32 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if cfg.Replica == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "serve"
+		}
+		cfg.Replica = host
+	}
+	if err := checkReplica(cfg.Replica); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
+}
+
+// MaxReplicaBytes bounds a replica name.
+const MaxReplicaBytes = 128
+
+// checkReplica refuses a replica name that would not read well in an audit
+// line or a log: too long, or holding spaces or control characters.
+func checkReplica(name string) error {
+	if len(name) > MaxReplicaBytes {
+		return fmt.Errorf("replica name %q is %d bytes long; use at most %d (--replica)", name, len(name), MaxReplicaBytes)
+	}
+	for _, r := range name {
+		if r <= ' ' || r == 0x7f || r == utf8.RuneError {
+			return fmt.Errorf("replica name %q holds a space, a control character or invalid UTF-8; use a name such as serve-0 (--replica)", name)
+		}
+	}
+	return nil
 }

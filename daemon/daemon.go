@@ -34,6 +34,7 @@ import (
 	"github.com/aileron-dev/aileron-proxy/policy"
 	"github.com/aileron-dev/aileron-proxy/proxy"
 	"github.com/aileron-dev/aileron-proxy/session"
+	"github.com/aileron-dev/aileron-proxy/state"
 )
 
 // Paths under $AILERON_HOME that the daemon owns.
@@ -63,8 +64,11 @@ type Daemon struct {
 	actionStore *actions.Store
 	actions     atomic.Pointer[map[string]actions.Installed]
 
-	audit    *audit.Writer
-	sessions *session.Registry
+	audit *audit.Writer
+	// stateStore is where sessions, approvals and remembered decisions
+	// outlive the process (state.go).
+	stateStore state.Store
+	sessions   *session.Registry
 	// learn keeps the learn records of learn sessions.
 	learn   *learn.Store
 	broker  *approval.Broker
@@ -128,7 +132,7 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 	} else {
 		log.Warn("no system root bundle found; session CA bundles will hold only the session CA", zap.Error(err))
 	}
-	if d.audit, err = audit.OpenWith(filepath.Join(cfg.Home, AuditFile), audit.Options{OnChange: auditEpisodeLogger(log)}); err != nil {
+	if d.audit, err = audit.OpenWith(filepath.Join(cfg.Home, AuditFile), audit.Options{OnChange: auditEpisodeLogger(log), Replica: cfg.Replica}); err != nil {
 		return nil, fmt.Errorf("opening audit log: %w", err)
 	}
 	defer func() {
@@ -137,7 +141,18 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 			_ = d.audit.Close()
 		}
 	}()
+	if d.stateStore, err = openState(cfg, log); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = d.stateStore.Close()
+		}
+	}()
 	d.broker = approval.NewBroker(approval.BrokerConfig{
+		Store:   d.stateStore,
+		Replica: cfg.Replica,
+		Logger:  log.Named("approval"),
 		Timeout: cfg.ApprovalTimeout,
 		Audit:   d.audit,
 		OnRequested: func(p approval.Pending) {
@@ -146,8 +161,16 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 				zap.String("hint", "aileron-proxy approvals approve "+p.ID))
 		},
 	})
-	d.sessions = session.NewRegistry(session.RegistryConfig{OnEnd: d.sessionEnded})
+	d.sessions = session.NewRegistry(session.RegistryConfig{
+		OnEnd:  d.sessionEnded,
+		Store:  d.stateStore,
+		Policy: d.snapshot.Load,
+		Logger: log.Named("session"),
+	})
 	if d.learn, err = learn.OpenStore(cfg.Home); err != nil {
+		return nil, err
+	}
+	if err := d.restoreState(); err != nil {
 		return nil, err
 	}
 
@@ -240,7 +263,8 @@ func (d *Daemon) ConsoleLoginURL() (string, error) {
 func (d *Daemon) APIURL() string { return "http://" + d.apiLn.Addr().String() }
 
 // Run serves until ctx ends, then drains in-flight requests (bounded by
-// ShutdownTimeout), removes daemon.json and closes the audit log.
+// ShutdownTimeout), removes daemon.json and closes the audit log and the
+// state store. Sessions are not ended: they outlive the process.
 func (d *Daemon) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- d.proxy.Serve(d.proxyLn) }()
@@ -258,11 +282,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
+	// Expired sessions are ended (files removed, session.ended audited)
+	// soon after expiring, at most a tenth of a core's worth at a time.
+	go d.sessions.Run(watchCtx, 0)
 	go watch(watchCtx, d.cfg.ReloadInterval, d.storeState, func() {
 		if err := d.reloadPolicy(); err != nil {
 			d.log.Error("connector reload failed; keeping the last good policy", zap.Error(err))
 		}
 	}, d.store.Dir(), d.actionStore.Dir())
+	go d.sessions.Follow(watchCtx)
+	go d.broker.Follow(watchCtx)
 	go watch(watchCtx, d.cfg.ReloadInterval, d.credsState, func() {
 		if err := d.reloadCredentials(); err != nil {
 			d.log.Error("credential reload failed; keeping the last good credentials", zap.Error(err))
@@ -295,6 +324,11 @@ func (d *Daemon) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
 	defer cancel()
 	d.closeSandboxes(ctx)
+	// Held requests are refused now rather than at the drain's end; they
+	// are recorded as abandoned, as a crash's are at the next start.
+	if n := d.broker.Abandon(); n > 0 {
+		d.log.Info("pending approvals abandoned", zap.Int("approvals", n))
+	}
 	if err := d.apiHTTP.Shutdown(ctx); err != nil {
 		d.log.Warn("API shutdown", zap.Error(err))
 	}
@@ -302,11 +336,13 @@ func (d *Daemon) shutdown() {
 		d.log.Warn("proxy shutdown", zap.Error(err))
 	}
 	d.api.Close()
-	for _, s := range d.sessions.List() {
-		_ = d.sessions.End(s.ID)
-	}
+	// Sessions outlive the process: they stay live in the state store (and
+	// their files under sessions/) for the next start or another replica.
 	if err := d.audit.Close(); err != nil {
 		d.log.Warn("closing audit log", zap.Error(err))
+	}
+	if err := d.stateStore.Close(); err != nil {
+		d.log.Warn("closing the state store", zap.Error(err))
 	}
 	d.log.Info("stopped")
 }
@@ -397,8 +433,13 @@ func (d *Daemon) sessionEnded(s *session.Session, e session.Ending) {
 	// The learn record stays for `connector draft`, which removes it.
 	d.learn.Close(s.ID)
 	d.broker.ForgetSession(s.ID)
-	d.audit.Record(audit.Event{Event: audit.EventSessionEnded, SessionID: s.ID, Reason: e.Reason.String(), ExitCode: e.ExitCode})
 	fields := []zap.Field{zap.String("session_id", s.ID), zap.String("reason", e.Reason.String())}
+	if e.Elsewhere {
+		// The replica that ended it recorded session.ended in its log.
+		fields = append(fields, zap.Bool("elsewhere", true))
+	} else {
+		d.audit.Record(audit.Event{Event: audit.EventSessionEnded, SessionID: s.ID, Reason: e.Reason.String(), ExitCode: e.ExitCode})
+	}
 	if e.ExitCode != nil {
 		fields = append(fields, zap.Int("exit_code", *e.ExitCode))
 	}

@@ -12,7 +12,11 @@ import (
 
 // fingerprint summarises the state of the files under roots (path, size,
 // mode and modification time of each), so a change anywhere changes it.
-// Missing roots are part of the state, not errors.
+// Missing roots are part of the state, not errors. A store's package
+// directory (sha256/<64 hex>) is summarised by its own entry and not
+// entered: packages are immutable and appear, grow and disappear by
+// renames and file creation, which change that entry's time; so a walk of
+// a store of 1,000 connectors opens one directory, not a thousand.
 func fingerprint(roots ...string) [sha256.Size]byte {
 	var lines []string
 	for _, root := range roots {
@@ -26,6 +30,9 @@ func fingerprint(roots ...string) [sha256.Size]byte {
 				return nil
 			}
 			lines = append(lines, p+" "+strconv.FormatInt(info.Size(), 10)+" "+info.Mode().String()+" "+strconv.FormatInt(info.ModTime().UnixNano(), 10))
+			if d.IsDir() && isPackageDir(p) {
+				return fs.SkipDir
+			}
 			return nil
 		})
 	}
@@ -38,6 +45,21 @@ func fingerprint(roots ...string) [sha256.Size]byte {
 	var sum [sha256.Size]byte
 	copy(sum[:], h.Sum(nil))
 	return sum
+}
+
+// isPackageDir reports whether p is a content-addressed package directory,
+// .../sha256/<64 lower-case hex>.
+func isPackageDir(p string) bool {
+	name := filepath.Base(p)
+	if len(name) != 2*sha256.Size || filepath.Base(filepath.Dir(p)) != "sha256" {
+		return false
+	}
+	for _, c := range name {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // watch calls reload whenever the fingerprint of roots differs from last

@@ -170,10 +170,12 @@ type daemon struct {
 	home      string
 	cmd       *exec.Cmd
 	stderr    *lockedBuffer
-	APIURL    string `json:"api_url"`
-	ProxyAddr string `json:"proxy_addr"`
-	Admin     string `json:"admin_token"`
-	PID       int    `json:"pid"`
+	exited    chan error // receives cmd.Wait's result once
+	stopped   bool       // stop was called; the cleanup has nothing to do
+	APIURL    string     `json:"api_url"`
+	ProxyAddr string     `json:"proxy_addr"`
+	Admin     string     `json:"admin_token"`
+	PID       int        `json:"pid"`
 }
 
 type lockedBuffer struct {
@@ -236,14 +238,17 @@ func startServe(t *testing.T, home string, env []string, flags ...string) *daemo
 	args := append([]string{"--home", home, "serve", "--proxy-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"}, flags...)
 	cmd := exec.Command(binPath, args...)
 	cmd.Env = testkit.CleanEnv(env...)
-	d := &daemon{home: home, cmd: cmd, stderr: &lockedBuffer{}}
+	d := &daemon{home: home, cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
+	exited := d.exited
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
+		if d.stopped {
+			return
+		}
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err := <-exited:
@@ -265,7 +270,8 @@ func startServe(t *testing.T, home string, env []string, flags ...string) *daemo
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		raw, err := os.ReadFile(filepath.Join(home, "daemon.json"))
-		if err == nil && json.Unmarshal(raw, d) == nil && d.ProxyAddr != "" {
+		// The pid check skips a daemon.json a killed serve left behind.
+		if err == nil && json.Unmarshal(raw, d) == nil && d.ProxyAddr != "" && d.PID == cmd.Process.Pid {
 			return d
 		}
 		select {
@@ -277,6 +283,24 @@ func startServe(t *testing.T, home string, env []string, flags ...string) *daemo
 			t.Fatalf("serve wrote no daemon.json within 30s\n%s", d.stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop sends sig to serve and returns how it exited (an error for a
+// non-zero exit or a death by signal); the test's cleanup then leaves it
+// alone.
+func (d *daemon) stop(t *testing.T, sig syscall.Signal) error {
+	t.Helper()
+	d.stopped = true
+	_ = d.cmd.Process.Signal(sig)
+	select {
+	case err := <-d.exited:
+		return err
+	case <-time.After(15 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+		t.Fatalf("serve did not stop within 15s of %s", sig)
+		return nil
 	}
 }
 

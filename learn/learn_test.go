@@ -289,3 +289,50 @@ func TestStore(t *testing.T) {
 		t.Errorf("Read with a bad middle line = %v, want an error naming line 3", err)
 	}
 }
+
+// A record resumed after a restart keeps what it held and takes more.
+func TestResumeKeepsTheRecord(t *testing.T) {
+	home := t.TempDir()
+	s, err := OpenStore(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Header{SessionID: "ses_resume", Hosts: []string{"api.example.com"}}
+	if err := s.Start(h); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append("ses_resume", Request{Method: "GET", Host: "api.example.com:443", Path: "/a"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close("ses_resume")
+	// A new process: nothing is open until Resume.
+	s2, err := OpenStore(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Append("ses_resume", Request{Method: "GET", Host: "api.example.com:443", Path: "/b"}); err == nil {
+		t.Fatal("Append before Resume succeeded")
+	}
+	if err := s2.Resume(h); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Append("ses_resume", Request{Method: "GET", Host: "api.example.com:443", Path: "/b"}); err != nil {
+		t.Fatal(err)
+	}
+	s2.Close("ses_resume")
+	rec, err := s2.Read("ses_resume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Requests) != 2 || rec.Requests[0].Path != "/a" || rec.Requests[1].Path != "/b" || rec.Header.SessionID != "ses_resume" {
+		t.Errorf("resumed record = %+v, want /a then /b under its header", rec)
+	}
+	// Without a record, Resume starts one.
+	if err := s2.Resume(Header{SessionID: "ses_new"}); err != nil {
+		t.Fatal(err)
+	}
+	s2.Close("ses_new")
+	if rec, err := s2.Read("ses_new"); err != nil || rec.Header.SessionID != "ses_new" {
+		t.Errorf("Resume of an absent record = %+v, %v", rec, err)
+	}
+}

@@ -128,6 +128,30 @@ func (s *Store) Start(h Header) error {
 	return nil
 }
 
+// Resume opens the record of a learn session that outlived a restart of
+// serve for appending, keeping what it holds; a session without a record
+// here (its file was removed) gets a new one, as Start makes.
+func (s *Store) Resume(h Header) error {
+	if err := validID(h.SessionID); err != nil {
+		return err
+	}
+	p := s.Path(h.SessionID)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s.Start(h)
+	}
+	if err != nil {
+		return fmt.Errorf("opening the learn record %s: %w", p, err)
+	}
+	s.mu.Lock()
+	if old := s.files[h.SessionID]; old != nil {
+		old.Close()
+	}
+	s.files[h.SessionID] = f
+	s.mu.Unlock()
+	return nil
+}
+
 // Append adds one learned request to the record of session id, as one
 // whole line.
 func (s *Store) Append(id string, r Request) error {

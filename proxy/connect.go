@@ -281,11 +281,15 @@ func (s *Server) hijackConnect(req *http.Request, client net.Conn, _ *goproxy.Pr
 		_ = tc.Close()
 		return
 	}
+	// The tunnel gets a goroutine of its own and this one returns, so the
+	// CONNECT's http.Server connection (its 4 KiB reader and writer, the
+	// request) and the stack under goproxy's handler are freed rather than
+	// held for the tunnel's lifetime (docs/proxy-limits.md).
 	if t.mode == modePassthrough {
-		s.runPassthrough(t, tc)
+		go s.runPassthrough(t, tc)
 		return
 	}
-	s.intercept(t, tc)
+	go s.intercept(t, tc)
 }
 
 // getCertificate presents the tunnel's leaf, chosen by the CONNECT host; an

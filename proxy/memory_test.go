@@ -34,8 +34,18 @@ func heapAfterGC() uint64 {
 // serving a request and staying open, then closes them all, and measures
 // the live heap per open tunnel and what stays after the burst. The figures
 // are in docs/proxy-limits.md; the test asserts only generous bounds.
+//
+// With MEMPROF=FILE it records every allocation and writes heap profiles
+// (FILE.open.http11 with the tunnels open, FILE.closed.http11 after, and
+// the same for h2); docs/proxy-limits.md breaks them down with
+// `go tool pprof -sample_index=inuse_space -base`.
 func TestMemoryAfterTunnelBurst(t *testing.T) {
 	const tunnels = 1000
+	if os.Getenv("MEMPROF") != "" {
+		old := runtime.MemProfileRate
+		runtime.MemProfileRate = 1
+		t.Cleanup(func() { runtime.MemProfileRate = old })
+	}
 	for _, proto := range []string{"http/1.1", "h2"} {
 		t.Run(proto, func(t *testing.T) {
 			e := newEnv(t, func(c *Config) {
@@ -94,6 +104,7 @@ func TestMemoryAfterTunnelBurst(t *testing.T) {
 			waitTunnels(t, e, tunnels)
 			peak := heapAfterGC()
 			peakHeld, peakStacks := heldFromOS()
+			writeHeapProfile(t, "open."+proto)
 			for _, c := range conns {
 				if c != nil {
 					_ = c.Close()
@@ -111,11 +122,7 @@ func TestMemoryAfterTunnelBurst(t *testing.T) {
 			}
 			afterHeld, _ := heldFromOS()
 			after := heapAfterGC()
-			if f := os.Getenv("MEMPROF"); f != "" {
-				fh, _ := os.Create(f + "." + strings.ReplaceAll(proto, "/", ""))
-				_ = pprof.WriteHeapProfile(fh)
-				_ = fh.Close()
-			}
+			writeHeapProfile(t, "closed."+proto)
 			perTunnel := (int64(peak) - int64(base)) / tunnels
 			perStack := int64(peakStacks) / tunnels
 			retained := int64(after) - int64(base)
@@ -136,6 +143,24 @@ func TestMemoryAfterTunnelBurst(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeHeapProfile writes the heap profile to $MEMPROF.name (slashes
+// dropped) when MEMPROF is set.
+func writeHeapProfile(t *testing.T, name string) {
+	f := os.Getenv("MEMPROF")
+	if f == "" {
+		return
+	}
+	fh, err := os.Create(f + "." + strings.ReplaceAll(name, "/", ""))
+	if err != nil {
+		t.Errorf("MEMPROF: %v", err)
+		return
+	}
+	if err := pprof.WriteHeapProfile(fh); err != nil {
+		t.Errorf("MEMPROF: %v", err)
+	}
+	_ = fh.Close()
 }
 
 // heldFromOS returns the heap and stack memory the runtime holds from the

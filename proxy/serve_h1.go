@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,14 +25,14 @@ import (
 // Serving intercepted HTTP/1.1 connections.
 //
 // An intercepted HTTP/1.1 connection is served by a loop on the goroutine
-// that accepted its CONNECT: net/http's own parser (http.ReadRequest) reads
-// each request, the checks http.Server adds after it are repeated here
-// (h1Check), and innerHandler decides and forwards it. http.Server would
-// cost, per request, a goroutine that reads ahead to notice a client that
-// went away (started, parked in the poller, woken by a deadline and waited
-// for) and a handoff of every connection from the listener; with the
-// HTTP/1.1 upstream driven by the same goroutine (upstream_h1.go), a request
-// crosses no goroutine at all. The framing scan (smuggle.go) sees every byte
+// hijackConnect starts for its tunnel: net/http's own parser
+// (http.ReadRequest) reads each request, the checks http.Server adds after
+// it are repeated here (h1Check), and innerHandler decides and forwards it.
+// http.Server would cost, per request, a goroutine that reads ahead to
+// notice a client that went away (started, parked in the poller, woken by a
+// deadline and waited for) and a handoff of every connection from the
+// listener; with the HTTP/1.1 upstream driven by the same goroutine
+// (upstream_h1.go), a request crosses no goroutine at all. The framing scan (smuggle.go) sees every byte
 // the parser reads, exactly as under http.Server.
 //
 // What a client sees is what http.Server gives it: the same status lines for
@@ -58,11 +59,17 @@ const (
 
 // h1ServerConn is one intercepted HTTP/1.1 connection being served.
 type h1ServerConn struct {
-	s    *Server
-	t    *tunnel
-	tc   *tunnelConn // under fc's TLS
-	fc   *framedConn
-	lim  limitedReader // under br: caps a request's header block
+	s   *Server
+	t   *tunnel
+	tc  *tunnelConn // under fc's TLS
+	fc  *framedConn
+	lim limitedReader // under src: caps a request's header block
+	// src is what br reads: the first byte of a request read while the
+	// connection held no buffers, then lim.
+	src firstByteReader
+	// bufs holds br, bw and pending while a request is served; nil while
+	// the connection waits for one (releaseBufs).
+	bufs *h1Bufs
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	ctx  context.Context
@@ -72,6 +79,8 @@ type h1ServerConn struct {
 	state atomic.Int32
 	// pending holds body bytes written before the header was sent.
 	pending  []byte
+	one      [1]byte      // the first byte of a request, read without buffers
+	parked   bool         // counted in Server.h1BufsReleased
 	deadline readDeadline // of fc
 	// lastPOST is set after a POST: up to 4 CR or LF bytes after its body
 	// are skipped, as http.Server tolerates (RFC 9112 §2.2).
@@ -82,10 +91,9 @@ type h1ServerConn struct {
 func (s *Server) serveH1(t *tunnel, tc *tunnelConn, fc *framedConn) {
 	c := &h1ServerConn{s: s, t: t, tc: tc, fc: fc, addr: fc.RemoteAddr().String()}
 	c.lim = limitedReader{r: fc, n: -1}
+	c.src.r = &c.lim
 	c.deadline.conn = fc
-	c.br = bufio.NewReaderSize(&c.lim, 4<<10)
-	c.bw = bufio.NewWriterSize(fc, 4<<10)
-	c.pending = make([]byte, 0, h1AutoLengthMax)
+	c.acquireBufs()
 	ctx, cancel := context.WithCancel(context.WithValue(context.WithValue(context.Background(), tunnelKey{}, t), framedConnKey{}, fc))
 	c.ctx = ctx
 	t.h1.Store(c)
@@ -94,6 +102,8 @@ func (s *Server) serveH1(t *tunnel, tc *tunnelConn, fc *framedConn) {
 		cancel()
 		if !hijacked {
 			_ = fc.Close()
+			c.releaseBufs()
+			c.unpark()
 		}
 	}()
 	first := true
@@ -114,6 +124,11 @@ func (s *Server) serveH1(t *tunnel, tc *tunnelConn, fc *framedConn) {
 // timeout (the read-header timeout for the first) and marks the connection
 // active; false when the connection is to be closed. The read-header
 // timeout is set only when the header block is not already read whole.
+//
+// A connection with nothing buffered waits without its buffers: they go
+// back to h1BufPool, the wait reads one byte (TLS keeps the rest of its
+// record), and buffers are taken again when it arrives. An idle tunnel then
+// holds no bufio buffers (docs/proxy-limits.md).
 func (c *h1ServerConn) waitRequest(first bool) bool {
 	lim := c.s.limits
 	if c.br.Buffered() == 0 {
@@ -129,9 +144,20 @@ func (c *h1ServerConn) waitRequest(first bool) bool {
 			now := time.Now()
 			c.deadline.set(now.Add(d), now)
 		}
-		if _, err := c.br.Peek(1); err != nil {
-			return false
+		c.releaseBufs()
+		n, _ := c.lim.Read(c.one[:])
+		if n == 0 {
+			return false // closed, reset or timed out
 		}
+		c.src.b, c.src.has = c.one[0], true
+		c.acquireBufs()
+		// The rest of the record that carried the byte is decrypted and
+		// waiting in TLS: take it now (the second fill), so that a header
+		// block that came whole needs no header deadline below, as when the
+		// wait read into the buffer itself. Only a record of one byte makes
+		// this wait for the next, still under the idle deadline. An error
+		// stays in the reader for ReadRequest.
+		_, _ = c.br.Peek(2)
 		if !c.state.CompareAndSwap(h1Idle, h1Active) {
 			return false // Shutdown closed it while idle
 		}
@@ -141,6 +167,73 @@ func (c *h1ServerConn) waitRequest(first bool) bool {
 		c.deadline.set(now.Add(d), now)
 	}
 	return true
+}
+
+// h1Bufs are the buffers of an HTTP/1.1 connection serving a request.
+type h1Bufs struct {
+	br      *bufio.Reader
+	bw      *bufio.Writer
+	pending []byte
+}
+
+// h1BufPool holds the buffers of connections waiting for a request.
+var h1BufPool = sync.Pool{New: func() any {
+	return &h1Bufs{
+		br:      bufio.NewReaderSize(nil, 4<<10),
+		bw:      bufio.NewWriterSize(nil, 4<<10),
+		pending: make([]byte, 0, h1AutoLengthMax),
+	}
+}}
+
+// acquireBufs takes buffers for the next request.
+func (c *h1ServerConn) acquireBufs() {
+	b := h1BufPool.Get().(*h1Bufs)
+	if b.br == nil {
+		b.br = bufio.NewReaderSize(nil, 4<<10) // a hijacker kept the last one
+	}
+	b.br.Reset(&c.src)
+	b.bw.Reset(c.fc)
+	c.bufs, c.br, c.bw, c.pending = b, b.br, b.bw, b.pending[:0]
+	c.unpark()
+}
+
+// releaseBufs returns the buffers, which hold nothing: the reader is read
+// to its end, the writer flushed, pending sent. A hijacked connection's
+// buffers belong to the hijacker and are never released.
+func (c *h1ServerConn) releaseBufs() {
+	b := c.bufs
+	if b == nil {
+		return
+	}
+	c.bufs, c.br, c.bw, c.pending = nil, nil, nil, nil
+	b.br.Reset(nil)
+	b.bw.Reset(nil)
+	h1BufPool.Put(b)
+	c.parked = true
+	c.s.h1BufsReleased.Add(1)
+}
+
+// unpark stops counting c in Server.h1BufsReleased.
+func (c *h1ServerConn) unpark() {
+	if c.parked {
+		c.parked = false
+		c.s.h1BufsReleased.Add(-1)
+	}
+}
+
+// firstByteReader returns b, when has, before reading r.
+type firstByteReader struct {
+	r   io.Reader
+	b   byte
+	has bool
+}
+
+func (f *firstByteReader) Read(p []byte) (int, error) {
+	if f.has && len(p) > 0 {
+		p[0], f.has = f.b, false
+		return 1, nil
+	}
+	return f.r.Read(p)
 }
 
 // headerBuffered reports whether br already holds a whole header block,
@@ -705,7 +798,20 @@ func (w *h1Response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.headerSent {
 		return nil, nil, errors.New("hijacking after the response header was sent")
 	}
-	w.hijacked = true
 	c := w.c
-	return c.fc, bufio.NewReadWriter(c.br, c.bw), nil
+	if err := c.bw.Flush(); err != nil { // an earlier write failed
+		return nil, nil, err
+	}
+	w.hijacked = true
+	// The hijacker owns the reader and what it holds. The writer (empty:
+	// nothing of the response was written) and pending go back to the pool
+	// with the connection's other buffers; a WebSocket relay writes to the
+	// connection itself, so it gets a small writer of its own.
+	br := c.br
+	b := c.bufs
+	c.bufs, c.br, c.bw, c.pending = nil, nil, nil, nil
+	b.br = nil
+	b.bw.Reset(nil)
+	h1BufPool.Put(b)
+	return c.fc, bufio.NewReadWriter(br, bufio.NewWriterSize(c.fc, 64)), nil
 }

@@ -79,6 +79,9 @@ type Server struct {
 	peakTunnels    int
 	lastRelease    atomic.Int64
 	memoryReleases atomic.Int64
+	// h1BufsReleased counts the HTTP/1.1 connections whose buffers are
+	// back in h1BufPool while they wait for a request (serve_h1.go).
+	h1BufsReleased atomic.Int64
 }
 
 // New validates cfg and builds a Server. It starts nothing.

@@ -155,10 +155,22 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, x *exchange, inj *credent
 	if !registered {
 		go relay.goAway() // the proxy began shutting down meanwhile
 	}
+	if h2 {
+		s.runRelay(relay, x.ev, opened) // the stream lives while the handler runs
+		return
+	}
+	// The connection is hijacked: the relay goes on on a goroutine of its
+	// own, and this one, whose stack grew through both TLS handshakes and
+	// the handler, ends; so does what the request held, but for its audit
+	// event (docs/proxy-limits.md).
+	go s.runRelay(relay, x.ev, opened)
+}
+
+// runRelay relays until the WebSocket ends, then audits and logs its close.
+func (s *Server) runRelay(relay *wsRelay, ev audit.Event, opened time.Time) {
 	relay.run()
 	s.ws.remove(relay)
 
-	ev := x.ev
 	ev.Event = audit.EventWebSocketClosed
 	ev.Time = time.Time{}
 	ev.BytesIn, ev.BytesOut = relay.bytesIn.Load(), relay.bytesOut.Load()

@@ -122,33 +122,42 @@ func (x *wsRelay) closeInfo() (int, string) {
 var errWSClosed = errors.New("close frame passed")
 
 // run relays until both sides are done, or one fails, then closes both.
+// The client's pump runs on the calling goroutine and the upstream's on
+// one of its own: an open WebSocket costs two goroutines, not three.
 func (x *wsRelay) run() {
 	defer close(x.done)
-	errc := make(chan error, 2)
-	pump := func(f func() error, side string) {
-		err := f()
+	var (
+		mu    sync.Mutex
+		ended int
+		grace *time.Timer
+	)
+	end := func(err error, side string) {
 		if err != nil && err != errWSClosed && !errors.Is(err, errWSProtocol) {
 			x.noteClose(wsCloseAbnormal, side) // its connection ended first, without a close frame
 		}
-		errc <- err
-	}
-	go pump(x.pumpUp, "client")
-	go pump(x.pumpDown, "upstream")
-	first := <-errc
-	if first == errWSClosed {
-		// The other side answers the close, then ends; do not wait forever.
-		t := time.NewTimer(wsGrace)
-		select {
-		case <-errc:
-			t.Stop()
-		case <-t.C:
-			x.abort(first)
-			<-errc
+		mu.Lock()
+		defer mu.Unlock()
+		ended++
+		switch {
+		case ended == 2:
+			if grace != nil {
+				grace.Stop()
+			}
+		case err == errWSClosed:
+			// The other side answers the close, then ends; do not wait
+			// forever.
+			grace = time.AfterFunc(wsGrace, func() { x.abort(err) })
+		default:
+			x.abort(err)
 		}
-	} else {
-		x.abort(first)
-		<-errc
 	}
+	down := make(chan struct{})
+	go func() {
+		defer close(down)
+		end(x.pumpDown(), "upstream")
+	}()
+	end(x.pumpUp(), "client")
+	<-down
 	x.client.shut()
 	x.upstream.shut()
 }

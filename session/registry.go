@@ -2,8 +2,12 @@ package session
 
 import (
 	"cmp"
+	"container/heap"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,14 +15,17 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/aileron-dev/aileron-proxy/ca"
 	"github.com/aileron-dev/aileron-proxy/internal/hostport"
 	"github.com/aileron-dev/aileron-proxy/policy"
+	"github.com/aileron-dev/aileron-proxy/state"
 )
 
 // DefaultRetainEnded is how long an ended or expired session is remembered
-// (so it is refused as ended or expired rather than unknown) before Create
-// prunes it.
+// (so it is refused as ended or expired rather than unknown) before a sweep
+// (Run, Sweep or Create) forgets it.
 const DefaultRetainEnded = time.Hour
 
 // RegistryConfig configures a Registry. Every field is optional.
@@ -33,6 +40,17 @@ type RegistryConfig struct {
 	// RetainEnded is how long ended and expired sessions are kept for
 	// precise errors; zero means DefaultRetainEnded.
 	RetainEnded time.Duration
+	// Store, when set, is where sessions outlive the process: Create, End
+	// and expiry write through to it, Restore loads from it, and a lookup
+	// that misses memory asks it once (a session created through another
+	// replica). Nil keeps sessions in memory only.
+	Store state.Store
+	// Policy returns the current snapshot, from which a session read from
+	// the Store gets its scope. Required with Store.
+	Policy func() *policy.Snapshot
+	// Logger receives what the store path notices (a restored session
+	// whose connectors vanished, a failed write); nil logs nothing.
+	Logger *zap.Logger
 }
 
 // entry is the registry's record of one session.
@@ -42,7 +60,9 @@ type entry struct {
 	apiHash   [sha256.Size]byte
 	ended     bool
 	endedAt   time.Time
-	notified  bool // OnEnd has been called
+	notified  bool      // OnEnd has been called
+	due       time.Time // next sweep of this entry (sweep.go)
+	index     int       // position in Registry.due
 }
 
 // Registry holds the daemon's sessions. It is safe for concurrent use.
@@ -51,9 +71,15 @@ type Registry struct {
 	onEnd       func(*Session, Ending)
 	retainEnded time.Duration
 
+	// internalKey derives InternalProxySecret; random per process.
+	internalKey [32]byte
+
 	mu    sync.Mutex
 	byID  map[string]*entry
 	byAPI map[[sha256.Size]byte]*entry
+	due   dueHeap // every entry, by due time (sweep.go)
+
+	*durable // the Store's side (durable.go); inert without a Store
 }
 
 // NewRegistry returns an empty registry.
@@ -71,7 +97,20 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 	if r.retainEnded <= 0 {
 		r.retainEnded = DefaultRetainEnded
 	}
+	r.durable = newDurable(cfg)
+	_, _ = rand.Read(r.internalKey[:]) // documented never to fail; it crashes the program instead
 	return r
+}
+
+// InternalProxySecret returns a proxy credential for session id that this
+// Registry accepts for as long as the process runs, and no other process
+// does. The control API uses it to reach the proxy as a session whose real
+// proxy secret it never saw (created before a restart, or through another
+// replica); it is never shown to anyone.
+func (r *Registry) InternalProxySecret(id string) string {
+	m := hmac.New(sha256.New, r.internalKey[:])
+	m.Write([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // pendingEnd is an OnEnd call to make after the lock is released.
@@ -81,11 +120,15 @@ type pendingEnd struct {
 }
 
 func (r *Registry) notify(ends []pendingEnd) {
-	if r.onEnd == nil {
-		return
-	}
 	for _, e := range ends {
-		r.onEnd(e.sess, e.e)
+		if e.e.Reason == EndReasonExpired && r.store != nil {
+			// Noticed at use, maybe on a request's path: the write must
+			// not delay it.
+			go r.storeEnd(e.sess.ID, e.sess.ExpiresAt, e.e)
+		}
+		if r.onEnd != nil {
+			r.onEnd(e.sess, e.e)
+		}
 	}
 }
 
@@ -142,15 +185,10 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 		return nil, Secrets{}, err
 	}
 	now := r.now()
-	caHosts := hosts
-	var domains, learnNames []string
+	caHosts, domains := caNames(hosts, learn)
+	var learnNames []string
 	for _, g := range learn {
 		learnNames = append(learnNames, g.String())
-		if name, wildcard := g.Domain(); wildcard {
-			domains = append(domains, name)
-		} else {
-			caHosts = append(slices.Clone(caHosts), name)
-		}
 	}
 	authority, err := ca.New(ca.Config{
 		Hosts:      caHosts, // ca drops the ports and duplicates
@@ -185,36 +223,33 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 		LearnGlobs:      learn,
 	}
 	e := &entry{sess: s, proxyHash: digest(sec.ProxySecret), apiHash: digest(sec.APIToken)}
+	if err := r.storePut(e); err != nil {
+		return nil, Secrets{}, err
+	}
 
 	var ends []pendingEnd
 	r.mu.Lock()
-	r.pruneLocked(now, &ends)
-	r.byID[id] = e
-	r.byAPI[e.apiHash] = e
+	r.sweepLocked(now, createSweep, &ends)
+	r.addLocked(e)
 	r.mu.Unlock()
 	r.notify(ends)
+	r.storePrune(now)
 	return s, sec, nil
 }
 
-// pruneLocked forgets sessions that ended or expired more than retainEnded
-// ago, notifying expiries not yet observed.
-func (r *Registry) pruneLocked(now time.Time, ends *[]pendingEnd) {
-	for id, e := range r.byID {
-		var since time.Time
-		switch {
-		case e.ended:
-			since = e.endedAt
-		case e.sess.IsExpired(now):
-			since = e.sess.ExpiresAt
-			_ = r.checkLocked(e, now, ends)
-		default:
-			continue
-		}
-		if now.Sub(since) >= r.retainEnded {
-			delete(r.byID, id)
-			delete(r.byAPI, e.apiHash)
+// caNames returns the names a session's CA is made for: its hosts and the
+// exact names among its learn patterns, and the domains of its wildcard
+// learn patterns.
+func caNames(hosts []string, learn []hostport.Glob) (caHosts, domains []string) {
+	caHosts = hosts
+	for _, g := range learn {
+		if name, wildcard := g.Domain(); wildcard {
+			domains = append(domains, name)
+		} else {
+			caHosts = append(slices.Clone(caHosts), name)
 		}
 	}
+	return caHosts, domains
 }
 
 // AuthenticateProxy returns the live session id whose proxy secret is
@@ -222,7 +257,7 @@ func (r *Registry) pruneLocked(now time.Time, ends *[]pendingEnd) {
 // without it learns nothing about the session.
 func (r *Registry) AuthenticateProxy(id, secret string) (*Session, error) {
 	d := digest(secret)
-	return r.live(func() (*entry, error) {
+	find := func() (*entry, error) {
 		e, ok := r.byID[id]
 		if !ok {
 			// Compare anyway so unknown and wrong answers take the same time.
@@ -231,10 +266,20 @@ func (r *Registry) AuthenticateProxy(id, secret string) (*Session, error) {
 			return nil, ErrUnknownSession
 		}
 		if subtle.ConstantTimeCompare(d[:], e.proxyHash[:]) != 1 {
-			return nil, ErrBadCredential
+			internal := digest(r.InternalProxySecret(id))
+			if subtle.ConstantTimeCompare(d[:], internal[:]) != 1 {
+				return nil, ErrBadCredential
+			}
 		}
 		return e, nil
-	})
+	}
+	s, err := r.live(find)
+	if errors.Is(err, ErrUnknownSession) && r.loadID(id) {
+		// Created through another replica: asked once (loadID), then
+		// held in memory like a session created here.
+		s, err = r.live(find)
+	}
+	return s, err
 }
 
 // AuthenticateAPI returns the live session whose API token is token.
@@ -243,15 +288,22 @@ func (r *Registry) AuthenticateAPI(token string) (*Session, error) {
 		return nil, ErrBadCredential
 	}
 	d := digest(token)
-	return r.live(func() (*entry, error) {
+	missed := false
+	find := func() (*entry, error) {
 		// The map is keyed by the digest, so lookup time says nothing about
 		// the token; the constant-time compare is the authoritative check.
 		e, ok := r.byAPI[d]
 		if !ok || subtle.ConstantTimeCompare(d[:], e.apiHash[:]) != 1 {
+			missed = !ok
 			return nil, ErrBadCredential
 		}
 		return e, nil
-	})
+	}
+	s, err := r.live(find)
+	if missed && r.loadAPI(d) {
+		s, err = r.live(find)
+	}
+	return s, err
 }
 
 // live runs find under the lock to pick an entry (by ID or credential),
@@ -282,28 +334,33 @@ func (r *Registry) Get(id string) (*Session, bool) {
 // Lookup returns the live session id, or ErrUnknownSession,
 // ErrSessionEnded or ErrSessionExpired.
 func (r *Registry) Lookup(id string) (*Session, error) {
-	return r.live(func() (*entry, error) {
+	find := func() (*entry, error) {
 		e, ok := r.byID[id]
 		if !ok {
 			return nil, ErrUnknownSession
 		}
 		return e, nil
-	})
+	}
+	s, err := r.live(find)
+	if errors.Is(err, ErrUnknownSession) && r.loadID(id) {
+		s, err = r.live(find)
+	}
+	return s, err
 }
 
-// List returns the live sessions, oldest first.
+// List returns the live sessions, oldest first. The expiries it sees are
+// left to Sweep and Create to notify, a bounded number at a time, so that
+// listing right after a mass expiry does not notify them all at once.
 func (r *Registry) List() []*Session {
-	var ends []pendingEnd
 	now := r.now()
 	r.mu.Lock()
-	var out []*Session
+	out := make([]*Session, 0, len(r.byID))
 	for _, e := range r.byID {
-		if r.checkLocked(e, now, &ends) == nil {
+		if !e.ended && !e.sess.IsExpired(now) {
 			out = append(out, e.sess)
 		}
 	}
 	r.mu.Unlock()
-	r.notify(ends)
 	slices.SortFunc(out, func(a, b *Session) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
@@ -319,6 +376,9 @@ func (r *Registry) End(id string) error { return r.end(id, nil) }
 func (r *Registry) EndWithExitCode(id string, code int) error { return r.end(id, &code) }
 
 func (r *Registry) end(id string, exitCode *int) error {
+	if _, err := r.Lookup(id); errors.Is(err, ErrUnknownSession) {
+		return fmt.Errorf("ending session %q: %w", id, err)
+	}
 	var ends []pendingEnd
 	now := r.now()
 	r.mu.Lock()
@@ -329,10 +389,17 @@ func (r *Registry) end(id string, exitCode *int) error {
 			e.ended = true
 			e.endedAt = now
 			e.notified = true
+			e.due = r.forgetAt(e)
+			heap.Fix(&r.due, e.index)
 			ends = append(ends, pendingEnd{e.sess, Ending{Reason: EndReasonEnded, ExitCode: exitCode}})
 		}
 	}
 	r.mu.Unlock()
+	// The session is refused here from now on; the store then tells the
+	// other replicas (and a later restart).
+	if err == nil {
+		err = r.storeEnd(id, now, Ending{Reason: EndReasonEnded, ExitCode: exitCode})
+	}
 	r.notify(ends)
 	if err != nil {
 		return fmt.Errorf("ending session %q: %w", id, err)

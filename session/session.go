@@ -5,8 +5,21 @@
 // Secrets are generated here and returned exactly once, in Secrets, when a
 // session is created; the Registry keeps only their SHA-256 digests and
 // compares them in constant time. Expired and ended sessions are refused
-// wherever a session is looked up; expiry is checked at use, so no janitor
-// goroutine is needed.
+// wherever a session is looked up: expiry is checked at use. The registry
+// keeps its sessions in a heap by due time, so that Sweep (and Run, which the
+// daemon starts) notifies expiries and forgets old sessions in work
+// proportional to the sessions concerned, a bounded batch at a time, never
+// walking every session.
+//
+// With a state store (RegistryConfig.Store) sessions outlive the process and
+// are shared by replicas: Create, End and a noticed expiry write through to
+// the store (digests, the CA's certificate and key, connectors, hosts,
+// labels, times; the store seals the key), Restore loads them at start with
+// the same CA roots, and a lookup that misses memory asks the store once
+// (a session created through another replica), briefly remembering a miss
+// so unknown credentials cannot turn into a query each. A known session is
+// decided from memory alone. Follow applies other replicas' changes: a
+// session ended elsewhere is refused here within the store's change delay.
 package session
 
 import (
@@ -74,8 +87,8 @@ type Session struct {
 	// Hosts are the normalized host:port values the session intercepts at
 	// creation time, sorted.
 	Hosts []string
-	// CA is the session's certificate authority; its key never leaves the
-	// process.
+	// CA is the session's certificate authority; its key leaves the
+	// process only into the state store, sealed.
 	CA *ca.Authority
 	// CAPEM is the PEM encoding of the CA certificate.
 	CAPEM []byte
@@ -148,6 +161,10 @@ type Ending struct {
 	// ExitCode is the sandbox's exit status when the caller reported one
 	// (EndWithExitCode); nil otherwise.
 	ExitCode *int
+	// Elsewhere is set when another replica ended the session and this one
+	// learned it from the state store (RegistryConfig.Store): that replica
+	// recorded the end; this one only lets go of what it holds.
+	Elsewhere bool
 }
 
 // CreateOptions describe a new session.

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"go.uber.org/zap"
+
 	"github.com/aileron-dev/aileron-proxy/internal/atomicfile"
 )
 
@@ -149,4 +151,17 @@ func loadOrCreateKey(path string, create bool) (k *Key, created bool, err error)
 	}
 	k, err = NewKey(raw)
 	return k, true, err
+}
+
+// warnLooseKey logs a warning when the key file at path may be read by
+// others than its owner (a Kubernetes Secret volume without defaultMode
+// 0400, a file made under a loose umask). It is not refused: the
+// permissions are the operator's, and the key is still needed.
+func warnLooseKey(log *zap.Logger, path string) {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	log.Warn("the state key file is readable by others than its owner; make it 0600 (or defaultMode 0400 for a Kubernetes Secret)",
+		zap.String("path", path), zap.String("mode", fi.Mode().Perm().String()))
 }

@@ -115,6 +115,7 @@ func checkSQLiteFile(ctx context.Context, path string) (precheck, error) {
 	if err != nil {
 		return precheck{}, fmt.Errorf("opening the state database %s: %w", path, err)
 	}
+	defer removeNewSidecars(path)()
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	damaged := func(detail string) error {
@@ -223,5 +224,25 @@ func migrateSQLite(ctx context.Context, db *sql.DB) (int, error) {
 			return ran, fmt.Errorf("migrating the state database to version %d: %w", pc.version+1, err)
 		}
 		ran++
+	}
+}
+
+// removeNewSidecars notes whether path's -wal and -shm files exist and
+// returns a func that removes those that a read-only look created (an empty
+// WAL and its index hold nothing), so a refused database is left as found.
+func removeNewSidecars(path string) func() {
+	wal, shm := path+"-wal", path+"-shm"
+	_, werr := os.Lstat(wal)
+	_, serr := os.Lstat(shm)
+	walNew, shmNew := errors.Is(werr, os.ErrNotExist), errors.Is(serr, os.ErrNotExist)
+	return func() {
+		if walNew {
+			if fi, err := os.Lstat(wal); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+				_ = os.Remove(wal)
+			}
+		}
+		if _, err := os.Lstat(wal); shmNew && errors.Is(err, os.ErrNotExist) {
+			_ = os.Remove(shm)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,6 +50,12 @@ func refusedUntouched(t *testing.T, home string, want ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var existed []string
+	for _, name := range []string{"state.db-wal", "state.db-shm", "state.key"} {
+		if _, err := os.Stat(filepath.Join(home, name)); err == nil {
+			existed = append(existed, name)
+		}
+	}
 	st, err := Open(context.Background(), Config{Home: home})
 	if err == nil {
 		st.Close()
@@ -65,6 +72,11 @@ func refusedUntouched(t *testing.T, home string, want ...string) {
 	}
 	if !bytes.Equal(before, after) {
 		t.Errorf("Open(%s) changed state.db although it refused it", home)
+	}
+	for _, name := range []string{"state.db-wal", "state.db-shm", "state.key"} {
+		if _, err := os.Stat(filepath.Join(home, name)); !slices.Contains(existed, name) && err == nil {
+			t.Errorf("Open(%s) left %s behind although it refused the database", home, name)
+		}
 	}
 }
 

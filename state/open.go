@@ -40,6 +40,9 @@ func Open(ctx context.Context, cfg Config) (Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if cfg.KeyFile != "" {
+		warnLooseKey(cfg.Logger.Named("state"), cfg.KeyFile)
+	}
 	scheme, rest, hasScheme := strings.Cut(cfg.URL, "://")
 	switch {
 	case cfg.URL == "" || cfg.URL == "sqlite":

@@ -80,7 +80,7 @@ func TestOpenURLs(t *testing.T) {
 		name, url, keyFile, want string
 	}{
 		{"postgres needs a key file", "postgres://u:hunter2@db/x", "", "pass --state-key-file with the same file on every replica"},
-		{"postgres dispatches", "postgresql://u:hunter2@db/x", keyFile, "postgres state is not built in yet"},
+		{"postgres dispatches", "postgresql://u:hunter2@127.0.0.1:1/x", keyFile, "connecting to the postgres state at 127.0.0.1:1/x"},
 		{"unknown scheme", "mysql://u:hunter2@db/x", "", `unknown scheme "mysql"`},
 		{"relative sqlite path", "sqlite://rel/state.db", "", "not absolute"},
 		{"sqlite query", "sqlite:///tmp/x.db?mode=ro", "", "no query"},

@@ -106,6 +106,8 @@ func openSQLite(ctx context.Context, cfg Config, path string) (_ Store, err erro
 	}
 	if created {
 		log.Info("created the state key", zap.String("path", keyPath))
+	} else if cfg.KeyFile == "" {
+		warnLooseKey(log, keyPath) // Open warned about a given KeyFile
 	}
 	if pc.keyCheck != nil {
 		if err := key.verifyCheck(pc.keyCheck); err != nil {

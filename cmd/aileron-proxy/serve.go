@@ -40,12 +40,25 @@ draining in-flight requests. The API listener also serves the web console
 under /ui/; serve logs a one-time sign-in link at start and
 ` + "`aileron-proxy ui`" + ` prints fresh ones (docs/console.md).
 
+Sessions, their CAs, remembered approval decisions and pending approvals
+are kept in a state store and outlive the process: after a restart (or a
+crash) every unexpired session works again with the same proxy URL, API
+token and CA, and an approval that was pending is recorded as abandoned.
+The store is an embedded SQLite database, $AILERON_HOME/state.db, whose CA
+keys are sealed under $AILERON_HOME/state.key (0600, created on first
+start; losing it loses the sessions). With --state postgres://..., several
+serve replicas share one database and each needs the same key
+(--state-key-file); --replica names each in its audit events (default: the
+host name). Long-lived sandboxes are left running at shutdown unless
+--shutdown-sandboxes.
+
 Settings come from the config file ($AILERON_HOME/config.json when it
 exists, or --config), then from flags, which win. The file is JSON with
 optional comments; its keys use the flag words: proxy_listen, api_listen,
 resolve, upstream_ca, passthrough, approval_timeout, reload_interval,
 shutdown_timeout, advertise_proxy_addr, limits (the proxy's size, count
-and timeout limits) and upstream_proxy, upstream_no_proxy,
+and timeout limits), state, state_key_file, replica, shutdown_sandboxes and
+upstream_proxy, upstream_no_proxy,
 upstream_proxy_user, upstream_proxy_password_env and
 upstream_proxy_password_file. See configs/aileron.example.jsonc.
 
@@ -63,7 +76,8 @@ back for memory.`,
 		Example: `  aileron-proxy serve
   aileron-proxy serve --resolve api.example.com:443=127.0.0.1:8443 --upstream-ca upstream.pem
   aileron-proxy serve --passthrough '*.packages.example.com' --proxy-listen 0.0.0.0:3128
-  aileron-proxy serve --upstream-proxy http://proxy.corp.example:3128 --upstream-proxy-user me --upstream-proxy-password-from-env PROXY_PASSWORD`,
+  aileron-proxy serve --upstream-proxy http://proxy.corp.example:3128 --upstream-proxy-user me --upstream-proxy-password-from-env PROXY_PASSWORD
+  aileron-proxy serve --state postgres://aileron@db.internal/aileron --state-key-file /etc/aileron/state.key --replica serve-0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if os.Getenv("GOGC") == "" {
@@ -102,6 +116,18 @@ back for memory.`,
 			if flags.Changed("approval-timeout") {
 				merged.ApprovalTimeout = cfg.ApprovalTimeout
 			}
+			if flags.Changed("state") {
+				merged.StateURL = cfg.StateURL
+			}
+			if flags.Changed("state-key-file") {
+				merged.StateKeyFile = cfg.StateKeyFile
+			}
+			if flags.Changed("replica") {
+				merged.Replica = cfg.Replica
+			}
+			if flags.Changed("shutdown-sandboxes") {
+				merged.ShutdownSandboxes = cfg.ShutdownSandboxes
+			}
 			log, stopLog := a.jsonLogger()
 			defer stopLog()
 			d, err := daemon.New(merged, log)
@@ -126,6 +152,10 @@ back for memory.`,
 	f.StringVar(&upPwFile, "upstream-proxy-password-from-file", "", "read the upstream proxy password from the file at PATH")
 	f.StringVar(&upPwExec, "upstream-proxy-password-from-exec", "", "run CMD with /bin/sh -c and use its stdout as the upstream proxy password")
 	f.DurationVar(&cfg.ApprovalTimeout, "approval-timeout", daemon.DefaultApprovalTimeout, "how long a request waits for an approval decision")
+	f.StringVar(&cfg.StateURL, "state", "", "state store `URL`: postgres://... for a database replicas share (default: the embedded SQLite database $AILERON_HOME/state.db)")
+	f.StringVar(&cfg.StateKeyFile, "state-key-file", "", "`FILE` holding the key that seals session CA keys in the state store (default: $AILERON_HOME/state.key; every replica needs the same key)")
+	f.StringVar(&cfg.Replica, "replica", "", "`NAME` of this serve among replicas sharing a state store, recorded in audit events (default: the host name)")
+	f.BoolVar(&cfg.ShutdownSandboxes, "shutdown-sandboxes", false, "remove long-lived sandboxes when serve stops instead of leaving them for the next start")
 	return cmd
 }
 

@@ -12,7 +12,6 @@ package multimatch
 import (
 	"bytes"
 	"io"
-	"math"
 	"sort"
 )
 
@@ -56,8 +55,14 @@ type Matcher struct {
 	shift *[1 << 16]uint8
 	// cand[block] lists the patterns whose minLen prefix ends with block.
 	cand map[uint16][]int32
-	// byFirst[c] lists the patterns starting with byte c.
-	byFirst [256][]int32
+	// firstAt[c] is the index in pats (sorted) of the first pattern whose
+	// first byte is c or more; the patterns starting with c are
+	// pats[firstAt[c]:firstAt[c+1]].
+	firstAt [257]int32
+	// starts, for a Matcher of at least startsMin patterns, has the bit
+	// startHash(p[:3]) set for each pattern p: scanTail skips a position
+	// whose next three bytes start no pattern without looking at any.
+	starts *[1 << 16 / 64]uint64
 	// est is what newAdapt starts a stream's estimates with.
 	est [numStrats]float64
 }
@@ -88,8 +93,21 @@ func New(forms []string) *Matcher {
 	for i := range m.shift {
 		m.shift[i] = uint8(def)
 	}
+	fi := 0
+	for c := range m.firstAt {
+		for fi < len(pats) && int(pats[fi][0]) < c {
+			fi++
+		}
+		m.firstAt[c] = int32(fi)
+	}
+	if len(pats) >= startsMin {
+		m.starts = new([1 << 16 / 64]uint64)
+		for _, p := range pats {
+			h := startHash(p)
+			m.starts[h/64] |= 1 << (h % 64)
+		}
+	}
 	for pi, p := range pats {
-		m.byFirst[p[0]] = append(m.byFirst[p[0]], int32(pi))
 		for j := 1; j < m.minLen; j++ {
 			blk := uint16(p[j-1])<<8 | uint16(p[j])
 			if sh := m.minLen - 1 - j; sh < int(m.shift[blk]) {
@@ -203,6 +221,10 @@ func (m *Matcher) scanWuManber(buf []byte, s, limit int, k *masker) (next, steps
 			s += int(sh)
 			continue
 		}
+		if m.starts != nil && !m.mayStart(buf[s:]) {
+			s++ // no pattern starts with these three bytes
+			continue
+		}
 		for _, pi := range m.cand[blk] {
 			verifies++
 			p := m.pats[pi]
@@ -215,26 +237,84 @@ func (m *Matcher) scanWuManber(buf []byte, s, limit int, k *masker) (next, steps
 	return s, steps, verifies
 }
 
-// scanTail checks each start position from s on directly.
+// scanTail checks each start position from s on directly. The patterns
+// are sorted, so those that agree with the data on their first d bytes are
+// one range of pats; each further byte narrows it by binary search, and the
+// work per position does not grow with the number of patterns sharing a
+// first byte (with many secrets, a hundred or more).
 func (m *Matcher) scanTail(buf []byte, s, end int, final bool, k *masker) int {
 	for ; s < end; s++ {
-		partial := false
-		for _, pi := range m.byFirst[buf[s]] {
-			p := m.pats[pi]
-			rest := buf[s:end]
-			if len(p) <= len(rest) {
-				if bytes.Equal(rest[:len(p)], p) {
-					k.add(buf, s, len(p))
-				}
-			} else if !final && bytes.HasPrefix(p, rest) {
-				partial = true
-			}
+		if m.starts != nil && s+3 <= end && !m.mayStart(buf[s:]) {
+			continue
 		}
-		if partial {
-			return s
+		c := buf[s]
+		lo, hi := int(m.firstAt[c]), int(m.firstAt[int(c)+1])
+		rest := buf[s:end]
+		for d := 1; lo < hi; d++ {
+			// pats[lo:hi] all start with rest[:d]; one of length d (they
+			// are distinct) sorts first and occurs here.
+			if len(m.pats[lo]) == d {
+				k.add(buf, s, d)
+				lo++
+				if lo == hi {
+					break
+				}
+			}
+			if d == len(rest) {
+				// Longer patterns start with all that has arrived.
+				if !final {
+					return s
+				}
+				break
+			}
+			lo, hi = narrow(m.pats, lo, hi, d, rest[d])
 		}
 	}
 	return s
+}
+
+// startsMin is the fewest patterns for which New builds Matcher.starts (8
+// KiB): below it, scanTail's ranges are a few patterns long anyway.
+const startsMin = 64
+
+// startHash maps the first three bytes of b to a bit of Matcher.starts.
+func startHash(b []byte) uint32 {
+	v := uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
+	return v * 2654435761 >> 16
+}
+
+// mayStart reports whether a pattern may start with the first three bytes
+// of b (false: none does); m.starts must be set.
+func (m *Matcher) mayStart(b []byte) bool {
+	h := startHash(b)
+	return m.starts[h/64]&(1<<(h%64)) != 0
+}
+
+// narrow returns the range of pats[lo:hi] (sorted, all longer than d and
+// equal on their first d bytes) whose byte d is c.
+func narrow(pats [][]byte, lo, hi, d int, c byte) (int, int) {
+	// First index with byte d >= c.
+	a, b := lo, hi
+	for a < b {
+		h := int(uint(a+b) >> 1)
+		if pats[h][d] < c {
+			a = h + 1
+		} else {
+			b = h
+		}
+	}
+	lo = a
+	// First index with byte d > c.
+	b = hi
+	for a < b {
+		h := int(uint(a+b) >> 1)
+		if pats[h][d] <= c {
+			a = h + 1
+		} else {
+			b = h
+		}
+	}
+	return lo, a
 }
 
 // MaskAll masks every occurrence in b and reports whether any was found.
@@ -242,9 +322,21 @@ func (m *Matcher) MaskAll(b []byte) bool {
 	if len(b) < m.minLen {
 		return false
 	}
+	// The static choice, as a stream starts with, without a stream's
+	// adapt: its strategy callback would move it to the heap, an
+	// allocation per header value and small body.
 	k := masker{}
-	ad := newAdapt(m, math.MaxInt)
-	m.scan(b, 0, len(b), true, &k, &ad)
+	s := 0
+	if limit := len(b) - m.maxLen; limit >= 0 {
+		if m.anchored && m.anchors != nil {
+			var hits [maxAnchorPass]int
+			m.scanAnchored(m.anchors, b, 0, limit, &k, &hits)
+			s = limit + 1
+		} else {
+			s, _, _ = m.scanWuManber(b, 0, limit, &k)
+		}
+	}
+	m.scanTail(b, s, len(b), true, &k)
 	found := k.end > 0
 	k.flush(b, len(b))
 	return found

@@ -985,6 +985,73 @@ func FuzzReader(f *testing.F) {
 	})
 }
 
+// manySecrets returns n distinct 40-byte secrets from a token alphabet with
+// characters base64 and URL escaping change, drawn from seed.
+func manySecrets(n int, seed int64) []string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./+=~"
+	rng := rand.New(rand.NewSource(seed))
+	seen := map[string]bool{}
+	var out []string
+	for len(out) < n {
+		b := make([]byte, 40)
+		for i := range b {
+			b[i] = alphabet[rng.Intn(len(alphabet))]
+		}
+		if s := string(b); !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// FuzzReaderManySecrets is FuzzReader with the fuzzer's secret among 199
+// others, so every strategy (and the direct check near the end of the data)
+// runs with over a thousand patterns, as with a large credential set in one
+// scrubber (credentials' TestScrubberThousandSecrets covers 1,000 secrets
+// with every form cut at every offset). Forms of the fuzzer's secret and of a few others,
+// sometimes truncated, are spliced into the fuzzer's bytes, which reach the
+// reader in random small pieces, so occurrences straddle reads.
+func FuzzReaderManySecrets(f *testing.F) {
+	f.Add("tok_9f8e7d6c5b4a", []byte("hello tok_9f8e7d6c5b4a world"), int64(1))
+	f.Add("a/b+c?d=e", []byte("x YS9iK2M/ZD1l y a%2Fb%2Bc%3Fd%3De"), int64(3))
+	f.Add("Bearer xyz1", []byte{}, int64(4))
+	others := manySecrets(199, 11)
+	f.Fuzz(func(t *testing.T, secret string, data []byte, seed int64) {
+		if len(secret) < minPatternLen || len(secret) > 300 || len(data) > 4<<10 {
+			t.Skip()
+		}
+		rng := rand.New(rand.NewSource(seed))
+		secrets := append([]string{secret}, others...)
+		in := bytes.Clone(data)
+		for range rng.Intn(8) {
+			s := secret
+			if rng.Intn(2) == 0 {
+				s = others[rng.Intn(len(others))]
+			}
+			forms := testkit.SecretForms(s)
+			f := forms[rng.Intn(len(forms))]
+			if rng.Intn(4) == 0 {
+				f = f[:rng.Intn(len(f))]
+			}
+			at := rng.Intn(len(in) + 1)
+			in = append(in[:at], append([]byte(f), in[at:]...)...)
+		}
+		want := reference(in, secrets...)
+		for _, v := range strategies(t, mustScrubber(t, secrets...)) {
+			got := readAllRandom(t, v.reader(&chunkReader{data: bytes.Clone(in), rng: rng, max: 1 + rng.Intn(100)}), rng)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s: output differs from reference\n got %q\nwant %q", v.name, got, want)
+			}
+			var out bytes.Buffer
+			n, err := v.reader(&chunkReader{data: bytes.Clone(in), rng: rng, max: 1 + rng.Intn(100)}).WriteTo(&out)
+			if err != nil || n != int64(len(in)) || !bytes.Equal(out.Bytes(), want) {
+				t.Fatalf("%s: WriteTo = %d, %v\n got %q\nwant %q", v.name, n, err, out.Bytes(), want)
+			}
+		}
+	})
+}
+
 func benchmarkStream(b *testing.B, block []byte, sc *Matcher, useWriteTo bool) {
 	const size = 64 << 20
 	p := make([]byte, 32<<10)
