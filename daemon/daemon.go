@@ -65,8 +65,8 @@ type Daemon struct {
 	actions     atomic.Pointer[map[string]actions.Installed]
 
 	audit *audit.Writer
-	// stateStore is where sessions, approvals and remembered decisions
-	// outlive the process (state.go).
+	// stateStore is where sessions, approvals, remembered decisions and
+	// long-lived sandboxes outlive the process (state.go, sandboxes.go).
 	stateStore state.Store
 	sessions   *session.Registry
 	// learn keeps the learn records of learn sessions.
@@ -223,7 +223,7 @@ func New(cfg Config, log *zap.Logger) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("configuring the web console: %w", err)
 	}
-	if d.sandboxes, err = d.newSandboxManager(); err != nil {
+	if d.sandboxes, err = d.newSandboxManager(d.stateStore, cfg.Replica); err != nil {
 		return nil, err
 	}
 	d.api, err = api.New(api.Config{
@@ -270,6 +270,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() { errc <- d.proxy.Serve(d.proxyLn) }()
 	go func() { errc <- d.apiHTTP.Serve(d.apiLn) }()
 
+	d.recoverSandboxes(ctx)
 	info := api.DaemonInfo{APIURL: d.APIURL(), ProxyAddr: d.ProxyAddr(), AdminToken: d.adminToken, PID: os.Getpid()}
 	raw, _ := json.MarshalIndent(info, "", "  ")
 	daemonFile := filepath.Join(d.cfg.Home, DaemonFile)

@@ -17,8 +17,9 @@ import (
 
 // newSandboxManager wires the launcher's sandbox manager to this daemon:
 // sessions through its own API (admin token), the relays to its own
-// listeners, connectors and actions from its stores.
-func (d *Daemon) newSandboxManager() (*launcher.SandboxManager, error) {
+// listeners, connectors and actions from its stores, the sandboxes'
+// records to store as replica (nil: none, and shutdown removes them).
+func (d *Daemon) newSandboxManager(store launcher.SandboxStore, replica string) (*launcher.SandboxManager, error) {
 	self := api.NewClientFor(api.DaemonInfo{APIURL: d.APIURL(), ProxyAddr: d.ProxyAddr(), AdminToken: d.adminToken, PID: os.Getpid()})
 	log := d.log
 	return launcher.NewSandboxManager(launcher.SandboxManagerConfig{
@@ -39,18 +40,35 @@ func (d *Daemon) newSandboxManager() (*launcher.SandboxManager, error) {
 		Runtime: func(ctx context.Context, kind runtime.Kind) (runtime.Runtime, error) {
 			return runtime.New(ctx, runtime.Config{Kind: kind, Logger: log})
 		},
-		GuardBinary: func() (string, error) { return guard.Helper(os.Getenv(guard.EnvBinary)) },
+		GuardBinary:       func() (string, error) { return guard.Helper(os.Getenv(guard.EnvBinary)) },
+		Store:             store,
+		Replica:           replica,
+		ShutdownSandboxes: d.cfg.ShutdownSandboxes,
 	})
 }
 
-// closeSandboxes removes every sandbox, before the API stops (their
-// sessions end through it).
+// recoverSandboxes takes up the sandboxes an earlier run of this replica
+// left running. It runs once the API serves (removing a lost sandbox ends
+// its session through it) and before daemon.json announces the daemon;
+// a failure to read the store is logged, and serve goes on without them.
+func (d *Daemon) recoverSandboxes(ctx context.Context) {
+	if d.sandboxes == nil {
+		return
+	}
+	if err := d.sandboxes.Recover(ctx); err != nil {
+		d.log.Error("recovering the long-lived sandboxes failed; they stay recorded for the next start", zap.Error(err))
+	}
+}
+
+// closeSandboxes leaves the sandboxes running for the next start (or,
+// with ShutdownSandboxes or without a state store, removes them), before
+// the API stops (removed sandboxes' sessions end through it).
 func (d *Daemon) closeSandboxes(ctx context.Context) {
 	if d.sandboxes == nil {
 		return
 	}
 	d.sandboxes.Close(ctx)
-	d.log.Debug("sandboxes removed", zap.Int("left", len(d.sandboxes.ListSandboxes())))
+	d.log.Debug("sandboxes closed", zap.Int("running", len(d.sandboxes.ListSandboxes())))
 }
 
 // consoleSandboxes shows the daemon's long-lived sandboxes in the web

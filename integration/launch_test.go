@@ -95,7 +95,10 @@ func removeSandboxes(t *testing.T, kind, home string) {
 	for _, m := range regexp.MustCompile(`"session_id":"(ses_[0-9a-f]+)"`).FindAllStringSubmatch(string(raw), -1) {
 		name := "aileron-" + m[1]
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		_ = exec.CommandContext(ctx, kind, "rm", "--force", name, name+"-guard").Run()
+		// One at a time: Podman refuses to remove the holder in the same
+		// command as the container that shares its namespace.
+		_ = exec.CommandContext(ctx, kind, "rm", "--force", name).Run()
+		_ = exec.CommandContext(ctx, kind, "rm", "--force", name+"-guard").Run()
 		_ = exec.CommandContext(ctx, kind, "network", "rm", name).Run()
 		cancel()
 	}

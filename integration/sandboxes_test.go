@@ -29,13 +29,18 @@ type sandboxClient struct {
 }
 
 // eachRuntime runs f on Docker and on Podman, each with its own serve
-// (newEnv); what a sandbox test leaves behind is removed.
-func eachRuntime(t *testing.T, f func(t *testing.T, kind string, e *env)) {
+// (newEnv with serveFlags); what a sandbox test leaves behind is removed:
+// through the daemon while it runs (serve leaves its sandboxes running
+// when it stops), then whatever is left.
+func eachRuntime(t *testing.T, f func(t *testing.T, kind string, e *env), serveFlags ...string) {
 	for _, kind := range []string{"docker", "podman"} {
 		t.Run(kind, func(t *testing.T) {
 			requireRuntime(t, kind)
-			e := newEnv(t)
-			t.Cleanup(func() { removeSandboxes(t, kind, e.home) })
+			e := newEnv(t, serveFlags...)
+			t.Cleanup(func() {
+				_, _, _ = cli(t, e.home, "", "sandbox", "down", "--all")
+				removeSandboxes(t, kind, e.home)
+			})
 			f(t, kind, e)
 		})
 	}
@@ -337,7 +342,9 @@ func TestSandboxUpNeedsDaemon(t *testing.T) {
 	}
 }
 
-// TestSandboxDaemonShutdown: stopping serve removes its sandboxes.
+// TestSandboxDaemonShutdown: stopping serve --shutdown-sandboxes removes
+// its sandboxes (TestSandboxSurvivesRestart covers the default, which
+// keeps them).
 func TestSandboxDaemonShutdown(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, kind string, e *env) {
 		sb := upSandbox(t, e, kind, agentWorkspace(t))
@@ -360,7 +367,7 @@ func TestSandboxDaemonShutdown(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-	})
+	}, "--shutdown-sandboxes")
 }
 
 // TestSandboxContainerDied: when the container is removed behind the

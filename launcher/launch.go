@@ -197,6 +197,10 @@ type composed struct {
 	rendered *shims.Rendered
 	network  runtime.Network
 	proxy    string
+	// relays are the proxy and API relays, in that order; filesDir holds
+	// the mounted files (both undone by cleanup).
+	relays   []*Relay
+	filesDir string
 	guard    *guard.Guard
 	// lifecycle is the devcontainer's in-sandbox commands, resolved.
 	lifecycle []devcontainer.LifecycleStep
@@ -343,7 +347,8 @@ func (l *launch) compose(ctx context.Context) (*composed, error) {
 	}
 	l.onExit("removing network "+name, func(ctx context.Context) error { return l.removeNetwork(ctx, name) })
 
-	proxyRelay, apiRelay, err := l.startRelays(network.Gateway)
+	listen := net.JoinHostPort(network.Gateway, "0")
+	proxyRelay, apiRelay, err := l.startRelays(listen, listen)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +396,7 @@ func (l *launch) compose(ctx context.Context) (*composed, error) {
 	}
 	return &composed{
 		sess: sess, plan: plan, user: user, rendered: rendered, network: network, proxy: proxyRelay.Addr(),
-		guard: guard, lifecycle: resolved.lifecycle, run: run,
+		relays: []*Relay{proxyRelay, apiRelay}, filesDir: files.dir, guard: guard, lifecycle: resolved.lifecycle, run: run,
 	}, nil
 }
 
@@ -474,8 +479,10 @@ func (l *launch) startGuard(ctx context.Context, name string, network runtime.Ne
 	return guard, err
 }
 
-// startRelays starts the proxy and API relays on the gateway address.
-func (l *launch) startRelays(gateway string) (proxyRelay, apiRelay *Relay, err error) {
+// startRelays starts the proxy and API relays on their listen addresses
+// (the gateway's, port 0 for a new sandbox; the recorded ones for a
+// sandbox found again after a restart).
+func (l *launch) startRelays(proxyListen, apiListen string) (proxyRelay, apiRelay *Relay, err error) {
 	proxyTarget, err := dialTarget(l.cfg.Daemon.ProxyAddr, l.log)
 	if err != nil {
 		return nil, nil, fmt.Errorf("relaying to the daemon's proxy: %w", err)
@@ -488,13 +495,12 @@ func (l *launch) startRelays(gateway string) (proxyRelay, apiRelay *Relay, err e
 	if err != nil {
 		return nil, nil, fmt.Errorf("relaying to the daemon's API: %w", err)
 	}
-	listen := net.JoinHostPort(gateway, "0")
-	proxyRelay, err = NewRelay(RelayConfig{Logger: l.log, Name: "proxy", Listen: listen, Target: proxyTarget})
+	proxyRelay, err = NewRelay(RelayConfig{Logger: l.log, Name: "proxy", Listen: proxyListen, Target: proxyTarget})
 	if err != nil {
 		return nil, nil, err
 	}
 	l.onExit("closing the proxy relay", func(context.Context) error { return proxyRelay.Close() })
-	apiRelay, err = NewRelay(RelayConfig{Logger: l.log, Name: "api", Listen: listen, Target: apiTarget})
+	apiRelay, err = NewRelay(RelayConfig{Logger: l.log, Name: "api", Listen: apiListen, Target: apiTarget})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -93,6 +93,9 @@ func (f *fakeRuntime) ImageID(context.Context, string) (string, error) {
 	return "feedfacefeedface", nil
 }
 func (f *fakeRuntime) Exec(context.Context, runtime.ExecRequest) (int, error) { return 0, nil }
+func (f *fakeRuntime) Containers(context.Context, string) ([]runtime.Container, error) {
+	return nil, nil
+}
 
 func TestPreparePolicies(t *testing.T) {
 	base := BaseImage("")

@@ -69,6 +69,16 @@ type SandboxManagerConfig struct {
 	// Now is the clock that dates removals (optional; nil means
 	// time.Now).
 	Now func() time.Time
+	// Store keeps a record of each sandbox, so that a restarted daemon
+	// finds it again (Recover); nil keeps none, and Close then removes
+	// every sandbox, since nothing could find them again.
+	Store SandboxStore
+	// Replica names this daemon in the records; Recover takes up only
+	// its own replica's sandboxes (the relays run on its host).
+	Replica string
+	// ShutdownSandboxes makes Close remove every sandbox, as a daemon
+	// without a Store does; false leaves them running for the next start.
+	ShutdownSandboxes bool
 }
 
 // SandboxManager owns the daemon's long-lived sandboxes: each has
@@ -117,14 +127,19 @@ type sandbox struct {
 	token [sha256.Size]byte
 	rt    runtime.Runtime
 	// l holds the undo steps of the composition; teardown runs them.
-	l     *launch
-	timer *time.Timer
+	l *launch
+	// relays are the proxy and API relays; detach closes them alone.
+	relays []*Relay
+	timer  *time.Timer
 	// removedAt is when forget moved it to the removed ones (under the
 	// manager's mu).
 	removedAt time.Time
 
 	mu   sync.Mutex
 	gone bool
+	// detached is set once Close left the sandbox running for the next
+	// start: calls are refused from then on.
+	detached bool
 	// removed closes when teardown has finished.
 	removed chan struct{}
 	// calls are the in-flight calls' cancel functions, ended on teardown.
@@ -201,6 +216,10 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	if err == nil {
 		sb.info, err = startSandbox(ctx, l, c, id, bin)
 	}
+	if err == nil {
+		sb.relays = c.relays
+		err = m.record(ctx, sb, newSandboxSpec(sb.info, c))
+	}
 	if err != nil {
 		l.cleanup(ctx)
 		return nil, err
@@ -214,19 +233,10 @@ func (m *SandboxManager) CreateSandbox(ctx context.Context, req api.CreateSandbo
 	m.mu.Unlock()
 	if closed {
 		// Close ran while this one was being composed.
-		sb.teardown(ctx)
+		sb.teardown(ctx, false)
 		return nil, errors.New("creating a sandbox: the daemon is shutting down")
 	}
-	// The sandbox lives as long as its session (--ttl, else the default).
-	if life := time.Until(sb.info.ExpiresAt); !sb.info.ExpiresAt.IsZero() && life > 0 {
-		timer := time.AfterFunc(life, func() {
-			log.Info("the sandbox's TTL is over; removing it")
-			_ = m.RemoveSandbox(context.Background(), id)
-		})
-		sb.mu.Lock()
-		sb.timer = timer
-		sb.mu.Unlock()
-	}
+	m.expireAt(sb)
 	log.Info("sandbox up", zap.String("session_id", sb.info.SessionID), zap.String("container", sb.info.Container))
 	return &api.CreatedSandbox{
 		ID: id, APIURL: strings.TrimSuffix(m.cfg.Daemon.APIURL, "/"), Token: token, Workdir: sb.info.Workdir,
@@ -279,8 +289,26 @@ func (m *SandboxManager) RemoveSandbox(ctx context.Context, id string) error {
 	if sb == nil {
 		return api.ErrSandboxNotFound
 	}
-	sb.teardown(ctx)
+	sb.teardown(ctx, false)
 	return nil
+}
+
+// expireAt arms sb's TTL: the sandbox lives as long as its session
+// (--ttl, else the default). One whose TTL ended while it was being
+// composed is removed at once.
+func (m *SandboxManager) expireAt(sb *sandbox) {
+	id := sb.info.ID
+	if sb.info.ExpiresAt.IsZero() {
+		return
+	}
+	life := max(sb.info.ExpiresAt.Sub(m.cfg.Now()), 0)
+	timer := time.AfterFunc(life, func() {
+		m.log.Info("the sandbox's TTL is over; removing it", zap.String("sandbox_id", id))
+		_ = m.RemoveSandbox(context.Background(), id)
+	})
+	sb.mu.Lock()
+	sb.timer = timer
+	sb.mu.Unlock()
 }
 
 // newSandbox returns an empty sandbox on rt; CreateSandbox fills it in.
@@ -300,6 +328,12 @@ func (m *SandboxManager) forget(sb *sandbox) {
 	delete(m.boxes, sb.info.ID)
 	now := m.cfg.Now()
 	sb.removedAt = now
+	m.keepRemoved(sb, now)
+}
+
+// keepRemoved adds sb to the removed ones and drops those removed more
+// than RemovedRetention before now; m.mu is held.
+func (m *SandboxManager) keepRemoved(sb *sandbox, now time.Time) {
 	m.removed[sb.info.ID] = sb
 	for id, old := range m.removed {
 		if now.Sub(old.removedAt) > RemovedRetention {
@@ -309,9 +343,16 @@ func (m *SandboxManager) forget(sb *sandbox) {
 	}
 }
 
-// Close removes every sandbox and refuses new ones; the daemon calls it
-// on shutdown. Removals under way (a TTL, a dead container) finish first.
+// Close refuses new sandboxes and calls; the daemon calls it on
+// shutdown. With a Store (and without ShutdownSandboxes) it leaves the
+// sandboxes running for the next start, closing only their relays (an
+// agent's connection through one is reset); otherwise it removes them.
+// Removals under way (a TTL, a dead container) finish first.
 func (m *SandboxManager) Close(ctx context.Context) {
+	if m.cfg.Store != nil && !m.cfg.ShutdownSandboxes {
+		m.detachAll(ctx)
+		return
+	}
 	m.mu.Lock()
 	m.closed = true
 	boxes := make([]*sandbox, 0, len(m.boxes)+len(m.removed))
@@ -325,15 +366,17 @@ func (m *SandboxManager) Close(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, sb := range boxes {
 		wg.Add(1)
-		go func() { defer wg.Done(); sb.teardown(ctx) }()
+		go func() { defer wg.Done(); sb.teardown(ctx, false) }()
 	}
 	wg.Wait()
 }
 
 // teardown marks the sandbox gone, moves it to the manager's removed
-// ones, ends its calls and removes what its composition created; a second
-// call waits for the first to finish (or ctx to end).
-func (sb *sandbox) teardown(ctx context.Context) {
+// ones, ends its calls and removes what its composition created, then
+// its record: deleted after a removal, marked gone when its container was
+// found gone (lost, so its token keeps getting 410 after a restart). A
+// second call waits for the first to finish (or ctx to end).
+func (sb *sandbox) teardown(ctx context.Context, lost bool) {
 	sb.mu.Lock()
 	if sb.gone {
 		sb.mu.Unlock()
@@ -355,6 +398,7 @@ func (sb *sandbox) teardown(ctx context.Context) {
 		timer.Stop()
 	}
 	sb.l.cleanup(ctx)
+	sb.m.unrecord(ctx, sb.info.ID, lost)
 	sb.m.log.Info("sandbox removed", zap.String("sandbox_id", sb.info.ID))
 	// What is kept of a removed sandbox answers 410; the rest can go.
 	sb.mu.Lock()
@@ -384,6 +428,9 @@ func (sb *sandbox) begin(ctx context.Context) (context.Context, func(), error) {
 	if sb.gone {
 		return nil, nil, api.ErrSandboxGone
 	}
+	if sb.detached {
+		return nil, nil, errShuttingDown
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	n := sb.next
 	sb.next++
@@ -409,7 +456,7 @@ func (sb *sandbox) failed(err error, stderr string) error {
 	}
 	if runtime.ContainerStateOf(stderr).IsUnusable() {
 		sb.m.log.Warn("the sandbox's container is gone or stopped; removing the sandbox", zap.String("sandbox_id", sb.info.ID))
-		go sb.teardown(context.Background())
+		go sb.teardown(context.Background(), true)
 		return api.ErrSandboxGone
 	}
 	if err == nil {

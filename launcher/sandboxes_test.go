@@ -197,3 +197,22 @@ func TestSandboxCloseWaitsForRemovals(t *testing.T) {
 		t.Fatal("Close did not return within 5s of the removal's end")
 	}
 }
+
+// TestSandboxExpiredWhileComposed: a sandbox whose TTL ended while it was
+// being composed (a slow image build, a loaded host) is removed at once,
+// not kept forever for want of a timer.
+func TestSandboxExpiredWhileComposed(t *testing.T) {
+	m := newTestSandboxManager(t)
+	var r removals
+	sb := addTestSandbox(t, m, &fakeRuntime{}, "sbx_late", &r)
+	sb.info.ExpiresAt = time.Now().Add(-time.Second)
+	m.expireAt(sb)
+	for deadline := time.Now().Add(5 * time.Second); r.count("sbx_late") != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a sandbox whose TTL was already over is still there 5s later")
+		}
+	}
+	if isLive(m, "sbx_late") {
+		t.Error("the expired sandbox is still live")
+	}
+}

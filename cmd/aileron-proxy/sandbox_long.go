@@ -43,8 +43,8 @@ func newSandboxUpCmd(a *app) *cobra.Command {
 		Long: `Start a long-lived sandbox in the running daemon (` + "`aileron-proxy serve`" + `; there is
 none without it): launch's composition (session, shims, CA, environment, image, egress
 guard, hardening, the project mounted read-write at ` + launcher.WorkspacePath + `), with a
-keep-alive process instead of an agent. It stays up until ` + "`sandbox down`" + `, its --ttl,
-or the daemon's shutdown.
+keep-alive process instead of an agent. It stays up until ` + "`sandbox down`" + ` or its --ttl,
+across restarts of the daemon (unless serve runs with --shutdown-sandboxes).
 
 Commands and file operations then run in it through the daemon's API with the
 sandbox's control token (POST /v1/sandboxes/{id}/exec, /files, /fs/*; see docs/api.md),

@@ -96,7 +96,8 @@ const (
 	CodeUpstreamResponseTooLarge Code = "upstream_response_too_large"
 	CodeProxyRefused             Code = "proxy_refused"
 	// CodeSandboxGone: the long-lived sandbox's container died or was
-	// removed (410, also for calls in flight when it happened). Upper case
+	// removed (410, also for calls in flight when it happened, and when a
+	// restarted daemon found it gone). Upper case
 	// like the errno names its file calls answer with (ENOENT, EEXIST...).
 	CodeSandboxGone     Code = "SANDBOX_GONE"
 	CodeSandboxNotFound Code = "sandbox_not_found"

@@ -230,6 +230,9 @@ type Runtime interface {
 	// Exec runs a command in a running container and returns its exit
 	// status, as Run does.
 	Exec(ctx context.Context, req ExecRequest) (int, error)
+	// Containers lists the containers carrying label (key or key=value),
+	// stopped ones included.
+	Containers(ctx context.Context, label string) ([]Container, error)
 }
 
 // ExecRequest is one command run in a running container.
