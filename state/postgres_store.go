@@ -337,6 +337,47 @@ WHERE replica = $1 AND decided_at IS NULL RETURNING `+pgApprovalColumns, replica
 	return got, nil
 }
 
+// AbandonStaleApprovals settles every approval pending since before on
+// another replica than except as abandoned. Rows another transaction has
+// locked (a replica sweeping at the same time, a decision being written)
+// are skipped: that transaction settles them, or the next sweep does, and
+// no two sweeps wait on each other's locks.
+func (s *pgStore) AbandonStaleApprovals(ctx context.Context, before, at time.Time, except string) ([]Approval, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := checkTime("the staleness cutoff", before); err != nil {
+		return nil, fmt.Errorf("abandoning stale approvals: %w", err)
+	}
+	if err := checkTime("the abandon time", at); err != nil {
+		return nil, fmt.Errorf("abandoning stale approvals: %w", err)
+	}
+	var got []Approval
+	err := s.write(ctx, func(tx *pgTx) error {
+		rows, err := tx.Query(ctx, `UPDATE approvals SET decided_at = $3, outcome = 'abandoned'
+WHERE id IN (SELECT id FROM approvals WHERE decided_at IS NULL AND created_at < $1 AND replica <> $2
+	ORDER BY id FOR UPDATE SKIP LOCKED)
+AND decided_at IS NULL RETURNING `+pgApprovalColumns, before, except, at)
+		if err != nil {
+			return err
+		}
+		if got, err = collectApprovals(rows); err != nil {
+			return err
+		}
+		for _, a := range got {
+			if err := tx.note(ctx, ChangeApprovalDecided, a.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.errorf("abandoning approvals pending since before %s in %s: %w", before.UTC().Format(time.RFC3339), s.where, err)
+	}
+	sortApprovals(got)
+	return got, nil
+}
+
 func collectApprovals(rows pgx.Rows) ([]Approval, error) {
 	var out []Approval
 	for rows.Next() {

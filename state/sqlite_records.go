@@ -365,3 +365,35 @@ func (s *sqliteStore) AbandonApprovals(ctx context.Context, replica string, at t
 	s.hub.publish(changes...)
 	return out, nil
 }
+
+// AbandonStaleApprovals settles every approval pending since before
+// another replica than except as abandoned. The single writer makes the
+// conditional update atomic: of callers racing, one gets each approval.
+func (s *sqliteStore) AbandonStaleApprovals(ctx context.Context, before, at time.Time, except string) ([]Approval, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := checkTime("the staleness cutoff", before); err != nil {
+		return nil, fmt.Errorf("abandoning stale approvals: %w", err)
+	}
+	if err := checkTime("the abandon time", at); err != nil {
+		return nil, fmt.Errorf("abandoning stale approvals: %w", err)
+	}
+	rows, err := s.w.QueryContext(ctx, `UPDATE approvals SET decided_at = ?, outcome = 'abandoned'
+		WHERE decided_at IS NULL AND created_at < ? AND replica <> ?
+		RETURNING `+approvalColumns, toMicro(at), toMicro(before), except)
+	if err != nil {
+		return nil, fmt.Errorf("abandoning approvals pending since before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	out, err := scanApprovals(rows)
+	if err != nil {
+		return nil, fmt.Errorf("abandoning approvals pending since before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	sortApprovals(out)
+	changes := make([]Change, len(out))
+	for i, a := range out {
+		changes[i] = Change{Kind: ChangeApprovalDecided, ID: a.ID}
+	}
+	s.hub.publish(changes...)
+	return out, nil
+}

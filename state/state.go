@@ -163,6 +163,13 @@ type Store interface {
 	// "abandoned" (Decision and Reason left empty) and returns them, oldest
 	// first (a restarted replica's held connections died with its process).
 	AbandonApprovals(ctx context.Context, replica string, at time.Time) ([]Approval, error)
+	// AbandonStaleApprovals settles as "abandoned" (Decision and Reason
+	// left empty) every approval still pending that was created before
+	// before, whichever replica holds it except the replica named except,
+	// and returns them, oldest first: their holder's wait ended long ago,
+	// or the holder is gone for good. Each approval is settled by one call
+	// only, so of replicas sweeping at once exactly one gets it back.
+	AbandonStaleApprovals(ctx context.Context, before, at time.Time, except string) ([]Approval, error)
 
 	// PutGrant remembers a decision (replacing an older one for the same
 	// session, connector, tool and operation). Decision is "approve" or

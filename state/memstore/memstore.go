@@ -334,6 +334,36 @@ func (s *Store) AbandonApprovals(_ context.Context, replica string, at time.Time
 	return out, nil
 }
 
+// AbandonStaleApprovals settles as abandoned the approvals pending since
+// before on another replica than except, oldest first.
+func (s *Store) AbandonStaleApprovals(_ context.Context, before, at time.Time, except string) ([]state.Approval, error) {
+	d := s.lock("AbandonStaleApprovals")
+	defer d.mu.Unlock()
+	if d.fail != nil {
+		return nil, d.fail
+	}
+	var out []state.Approval
+	for _, id := range d.order {
+		a, ok := d.approvals[id]
+		if !ok || a.DecidedAt != nil || a.Replica == except || !a.CreatedAt.Before(before) {
+			continue
+		}
+		a.DecidedAt, a.Outcome = &at, "abandoned"
+		d.approvals[id] = cloneApproval(a)
+		out = append(out, cloneApproval(a))
+	}
+	slices.SortFunc(out, func(x, y state.Approval) int {
+		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+	for _, a := range out {
+		d.notifyLocked(state.Change{Kind: state.ChangeApprovalDecided, ID: a.ID})
+	}
+	return out, nil
+}
+
 // PutGrant remembers a decision.
 func (s *Store) PutGrant(_ context.Context, g state.Grant) error {
 	d := s.lock("PutGrant")

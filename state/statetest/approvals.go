@@ -3,7 +3,9 @@ package statetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,6 +187,143 @@ func testAbandon(t *testing.T, st state.Store) {
 	}
 	if again, err := st.AbandonApprovals(ctx, "r1", at); err != nil || len(again) != 0 {
 		t.Errorf("AbandonApprovals twice = %v, %v; want none", approvalIDs(again), err)
+	}
+}
+
+// testAbandonStale: approvals pending since before the cutoff are settled
+// whichever replica holds them, except the sweeping replica's own; newer
+// ones and decided ones are left alone; a second sweep finds nothing.
+func testAbandonStale(t *testing.T, st state.Store) {
+	ctx := context.Background()
+	mustPut(t, st, NewSession("s1"))
+	t0 := base()
+	cutoff := t0.Add(-time.Minute)
+	for _, c := range []struct {
+		id, replica string
+		age         time.Duration
+	}{
+		{"gone-new", "gone", 2 * time.Minute},
+		{"gone-old", "gone", time.Hour},
+		{"other-old", "other", 3 * time.Minute},
+		{"gone-at-cutoff", "gone", time.Minute},
+		{"gone-fresh", "gone", time.Second},
+		{"mine-old", "me", time.Hour},
+		{"gone-decided", "gone", time.Hour},
+	} {
+		a := newApproval(c.id, "s1", c.replica)
+		a.CreatedAt = t0.Add(-c.age)
+		if err := st.PutApproval(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.DecideApproval(ctx, "gone-decided", t0, "deny", "denied", "", "once"); err != nil {
+		t.Fatal(err)
+	}
+	at := t0.Add(time.Second)
+	got, err := st.AbandonStaleApprovals(ctx, cutoff, at, "me")
+	if err != nil {
+		t.Fatalf("AbandonStaleApprovals = %v", err)
+	}
+	if want := []string{"gone-old", "other-old", "gone-new"}; !reflect.DeepEqual(approvalIDs(got), want) {
+		t.Fatalf("AbandonStaleApprovals = %v, want %v (pending, older than the cutoff, not mine; oldest first)", approvalIDs(got), want)
+	}
+	for _, a := range got {
+		if a.Outcome != "abandoned" || a.DecidedAt == nil || !a.DecidedAt.Equal(at) || a.Decision != "" || a.Reason != "" {
+			t.Errorf("abandoned %s: outcome %q decided %v decision %q reason %q", a.ID, a.Outcome, a.DecidedAt, a.Decision, a.Reason)
+		}
+		if stored, _ := st.Approval(ctx, a.ID); !same(stored, a) {
+			t.Errorf("stored %s = %+v, want what AbandonStaleApprovals returned %+v", a.ID, stored, a)
+		}
+	}
+	for _, id := range []string{"gone-at-cutoff", "gone-fresh", "mine-old"} {
+		if a, _ := st.Approval(ctx, id); a.DecidedAt != nil {
+			t.Errorf("AbandonStaleApprovals settled %s (outcome %q)", id, a.Outcome)
+		}
+	}
+	if a, _ := st.Approval(ctx, "gone-decided"); a.Outcome != "denied" {
+		t.Errorf("AbandonStaleApprovals changed an approval decided before: outcome %q", a.Outcome)
+	}
+	if again, err := st.AbandonStaleApprovals(ctx, cutoff, at, "me"); err != nil || len(again) != 0 {
+		t.Errorf("AbandonStaleApprovals twice = %v, %v; want none", approvalIDs(again), err)
+	}
+	if _, err := st.AbandonStaleApprovals(ctx, time.Time{}, at, "me"); !errors.Is(err, state.ErrInvalid) {
+		t.Errorf("AbandonStaleApprovals with no cutoff = %v, want ErrInvalid", err)
+	}
+}
+
+// testAbandonStaleRace: replicas sweeping at once, while people decide
+// some of the same approvals, settle each approval once: every stale
+// approval is returned by exactly one sweep, and none a decider won.
+func testAbandonStaleRace(t *testing.T, st state.Store) {
+	ctx := context.Background()
+	mustPut(t, st, NewSession("s1"))
+	const approvals, sweepers, rounds = 40, 4, 5
+	old := base().Add(-time.Hour)
+	for i := range approvals {
+		a := newApproval(fmt.Sprintf("stale-%02d", i), "s1", fmt.Sprintf("gone-%d", i%3))
+		a.CreatedAt = old.Add(time.Duration(i) * time.Millisecond)
+		if err := st.PutApproval(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu      sync.Mutex
+		swept   = map[string]int{}
+		decided = map[string]bool{}
+		wg      sync.WaitGroup
+	)
+	errs := make(chan error, sweepers*rounds+approvals)
+	for r := range sweepers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				got, err := st.AbandonStaleApprovals(ctx, base().Add(-time.Minute), base(), fmt.Sprintf("live-%d", r))
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for _, a := range got {
+					swept[a.ID]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < approvals; i += 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("stale-%02d", i)
+			_, err := st.DecideApproval(ctx, id, base(), "approve", "approved", "", "once")
+			switch {
+			case err == nil:
+				mu.Lock()
+				decided[id] = true
+				mu.Unlock()
+			case !errors.Is(err, state.ErrConflict):
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for i := range approvals {
+		id := fmt.Sprintf("stale-%02d", i)
+		n, won := swept[id], decided[id]
+		a, err := st.Approval(ctx, id)
+		switch {
+		case err != nil:
+			t.Errorf("Approval(%s) = %v", id, err)
+		case won && (n != 0 || a.Outcome != "approved"):
+			t.Errorf("%s: a decider won, yet %d sweeps returned it (stored outcome %q)", id, n, a.Outcome)
+		case !won && (n != 1 || a.Outcome != "abandoned"):
+			t.Errorf("%s: returned by %d sweeps, stored outcome %q; want exactly 1 and abandoned", id, n, a.Outcome)
+		}
 	}
 }
 

@@ -36,6 +36,8 @@ func Run(t *testing.T, open Open) {
 		{"ApprovalLifecycle", testApprovalLifecycle},
 		{"ApprovalsList", testApprovalsList},
 		{"AbandonApprovals", testAbandon},
+		{"AbandonStaleApprovals", testAbandonStale},
+		{"AbandonStaleApprovalsRace", testAbandonStaleRace},
 		{"ApprovalInvalid", testApprovalInvalid},
 		{"Grants", testGrants},
 		{"Sandboxes", testSandboxes},
