@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,7 +20,28 @@ const (
 	// watchRetry is the pause before watching the store again after its
 	// change stream ended.
 	watchRetry = time.Second
+	// staleGrace is how much longer than the broker's Timeout an approval
+	// may stay pending in the store before any replica settles it as
+	// abandoned. Its holder answers the request itself after Timeout, so
+	// an approval still pending later than that was held by a replica
+	// that died and did not come back under its name (a scaled-down
+	// replica, a replaced pod, a renamed host). The grace covers the
+	// holder's own write of the timeout, a store slow to answer and
+	// clocks of replicas that differ by a few seconds.
+	staleGrace = 30 * time.Second
+	// minStaleSweep and maxStaleSweep bound how often a replica looks for
+	// stale approvals (a quarter of the Timeout otherwise): often enough
+	// that a dead replica's approvals leave every list soon after they
+	// became stale, rarely enough to cost the store nothing.
+	minStaleSweep = time.Second
+	maxStaleSweep = time.Minute
 )
+
+// staleSweepEvery is how often a broker with timeout looks for stale
+// approvals.
+func staleSweepEvery(timeout time.Duration) time.Duration {
+	return min(max(timeout/4, minStaleSweep), maxStaleSweep)
+}
 
 func storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), storeTimeout)
@@ -162,9 +184,11 @@ func (b *Broker) inHistoryLocked(id string) bool {
 
 // Restore settles this replica's approvals that were pending when it last
 // stopped as abandoned (audited as approval.decided with reason
-// "abandoned"), and loads the remembered decisions, the approvals pending
-// on other replicas and the recent decided ones. It returns how many it
-// abandoned. Without a Store it does nothing.
+// "abandoned"), settles likewise the approvals any replica left pending
+// for longer than the Timeout plus staleGrace (see sweepStale), and loads
+// the remembered decisions, the approvals pending on other replicas and
+// the recent decided ones. It returns how many it abandoned. Without a
+// Store it does nothing.
 func (b *Broker) Restore(ctx context.Context) (int, error) {
 	if b.store == nil {
 		return 0, nil
@@ -174,18 +198,9 @@ func (b *Broker) Restore(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("abandoning the approvals replica %q held when it stopped: %w", b.replica, err)
 	}
 	for _, a := range abandoned {
-		var p Pending
-		if err := json.Unmarshal(a.View, &p); err != nil {
-			b.log.Warn("an abandoned approval's stored view is unreadable", zap.String("approval_id", a.ID), zap.Error(err))
-			p = Pending{SessionID: a.SessionID, RequestedAt: a.CreatedAt}
-		}
-		p.ID = a.ID
-		e := eventFor(audit.EventApprovalDecided, p, p.Preview.FieldNames())
-		e.Decision = OutcomeDenied.String()
-		e.Reason = ReasonAbandoned
-		e.DurationMS = b.now().Sub(p.RequestedAt).Milliseconds()
-		b.record(e)
+		b.auditAbandoned(a)
 	}
+	stale := b.sweepStale()
 	all, err := b.store.Approvals(ctx, b.history)
 	if err != nil {
 		return 0, fmt.Errorf("loading approvals: %w", err)
@@ -212,17 +227,89 @@ func (b *Broker) Restore(ctx context.Context) (int, error) {
 	for _, g := range grants {
 		b.remembered[grantKey{g.SessionID, g.Connector, g.Tool, g.Operation}] = Decision(g.Decision)
 	}
-	return len(abandoned), nil
+	return len(abandoned) + stale, nil
+}
+
+// auditAbandoned records approval.decided with reason "abandoned" for an
+// approval the store settled as abandoned through this replica.
+func (b *Broker) auditAbandoned(a state.Approval) {
+	var p Pending
+	if err := json.Unmarshal(a.View, &p); err != nil {
+		b.log.Warn("an abandoned approval's stored view is unreadable", zap.String("approval_id", a.ID), zap.Error(err))
+		p = Pending{SessionID: a.SessionID, RequestedAt: a.CreatedAt}
+	}
+	p.ID = a.ID
+	e := eventFor(audit.EventApprovalDecided, p, p.Preview.FieldNames())
+	e.Decision = OutcomeDenied.String()
+	e.Reason = ReasonAbandoned
+	e.DurationMS = b.now().Sub(p.RequestedAt).Milliseconds()
+	b.record(e)
+}
+
+// sweepStale settles as abandoned, in the store, every approval pending
+// for longer than the Timeout plus staleGrace on another replica (this
+// replica's own waiters settle themselves), audits those this replica
+// settled (a replica sweeping at the same time gets the others) and moves
+// them to the history. It returns how many it settled.
+func (b *Broker) sweepStale() int {
+	now := b.now()
+	ctx, cancel := storeCtx()
+	stale, err := b.store.AbandonStaleApprovals(ctx, now.Add(-(b.timeout + staleGrace)), now, b.replica)
+	cancel()
+	if err != nil {
+		b.log.Warn("settling approvals pending on a replica that is gone failed; retrying later", zap.Error(err))
+		return 0
+	}
+	if len(stale) == 0 {
+		return 0
+	}
+	for _, a := range stale {
+		b.auditAbandoned(a)
+	}
+	b.mu.Lock()
+	for _, a := range stale {
+		delete(b.remote, a.ID)
+		view, err := viewOf(a)
+		if err == nil && !b.inHistoryLocked(a.ID) {
+			b.appendHistoryLocked(view)
+		}
+	}
+	b.mu.Unlock()
+	b.log.Info("settled approvals left pending by a replica that is gone as abandoned", zap.Int("approvals", len(stale)))
+	return len(stale)
+}
+
+// sweepStaleEvery runs sweepStale every interval until ctx ends.
+func (b *Broker) sweepStaleEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.sweepStale()
+		}
+	}
 }
 
 // Follow applies the changes other replicas make to the Store until ctx
 // ends: their pending approvals appear in List, a decision of a request
-// held here releases it, and their remembered decisions apply here. Without
-// a Store it returns at once.
+// held here releases it, and their remembered decisions apply here. Every
+// quarter of the Timeout (at least a second, at most a minute) it also
+// settles as abandoned the approvals left pending by replicas that are
+// gone (see staleGrace). Without a Store it returns at once.
 func (b *Broker) Follow(ctx context.Context) {
 	if b.store == nil {
 		return
 	}
+	var sweeping sync.WaitGroup
+	sweeping.Add(1)
+	go func() {
+		defer sweeping.Done()
+		b.sweepStaleEvery(ctx, staleSweepEvery(b.timeout))
+	}()
+	defer sweeping.Wait()
 	for ctx.Err() == nil {
 		changes, err := b.store.Watch(ctx)
 		if err != nil {
@@ -361,8 +448,14 @@ func (b *Broker) decidedElsewhere(id string) {
 		return
 	}
 	out := OutcomeDenied
-	if Outcome(a.Outcome) == OutcomeApproved {
+	switch Outcome(a.Outcome) {
+	case OutcomeApproved:
 		out = OutcomeApproved
+	case OutcomeAbandoned:
+		// Another replica took this request for one of a replica that
+		// is gone (a Timeout longer here than there, or clocks far
+		// apart): it is refused as abandoned.
+		out = OutcomeAbandoned
 	}
 	reason := a.Reason
 	if reason == "" {
