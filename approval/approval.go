@@ -72,9 +72,10 @@ const (
 	// OutcomeCanceled means the caller's context ended first (the client
 	// went away); the request must not proceed.
 	OutcomeCanceled Outcome = "canceled"
-	// OutcomeAbandoned is recorded (never returned by Await) for a
-	// request that was pending when its replica stopped: its connection
-	// died with the process.
+	// OutcomeAbandoned is a request that was pending when its replica
+	// stopped: Await returns it for requests still held at a clean stop
+	// (Abandon), and it is recorded for those whose replica died (their
+	// connections died with the process).
 	OutcomeAbandoned Outcome = "abandoned"
 )
 

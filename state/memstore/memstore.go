@@ -326,7 +326,7 @@ func (s *Store) AbandonApprovals(_ context.Context, replica string, at time.Time
 		if !ok || a.DecidedAt != nil || a.Replica != replica {
 			continue
 		}
-		a.DecidedAt, a.Outcome, a.Reason = &at, "abandoned", "abandoned"
+		a.DecidedAt, a.Outcome = &at, "abandoned"
 		d.approvals[id] = cloneApproval(a)
 		out = append(out, cloneApproval(a))
 		d.notifyLocked(state.Change{Kind: state.ChangeApprovalDecided, ID: id})
