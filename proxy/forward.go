@@ -44,6 +44,13 @@ func (c *countingBody) Read(p []byte) (int, error) {
 
 func (c *countingBody) Close() error { return c.rc.Close() }
 
+// upstreamRequest is forward's request to the upstream and its URL, made
+// in one allocation.
+type upstreamRequest struct {
+	req http.Request
+	url url.URL
+}
+
 // forward sends an allowed request upstream and streams the response back.
 func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.Injector, reason string) {
 	r, t := x.r, x.t
@@ -53,10 +60,13 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 	x.ev.Decision = contract.DecisionAllowed
 	x.ev.Reason = reason
 
-	out := r.WithContext(r.Context())
+	// One allocation for the upstream request and its URL: a shallow copy
+	// of r (its context included, as r.WithContext(r.Context()) makes).
+	o := &upstreamRequest{req: *r, url: url.URL{Scheme: "https", Host: t.target, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}}
+	out := &o.req
 	out.RequestURI = ""
 	out.Close = false
-	out.URL = &url.URL{Scheme: "https", Host: t.target, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	out.URL = &o.url
 	out.Host = t.hostHeader
 	stripHeader(out.Header, true)
 	var body *countingBody
@@ -327,10 +337,18 @@ func stripHeader(h http.Header, dropAuth bool) {
 	}
 }
 
+// headerAdopter is a ResponseWriter that can take a relayed header map as
+// its own instead of a copy (h1Response).
+type headerAdopter interface {
+	adoptHeader(h http.Header) bool
+}
+
 // writeResponseHeader sends the upstream's status and headers to w: without
 // hop-by-hop, Proxy-* and X-Aileron-* headers (stripHeader, which edits
 // resp.Header in place), without Content-Encoding and Content-Length when the
-// body was decoded, with its trailers announced and with auditID.
+// body was decoded, with its trailers announced and with auditID. A writer
+// that can adopt resp.Header takes it as its own: resp.Header is then the
+// response's header, edits included.
 func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded bool, auditID string) {
 	stripHeader(resp.Header, false)
 	delete(resp.Header, "Te") // a request header; stripHeader keeps "Te: trailers"
@@ -338,9 +356,14 @@ func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded boo
 		delete(resp.Header, "Content-Encoding")
 		delete(resp.Header, "Content-Length")
 	}
-	dst := w.Header()
-	for k, vv := range resp.Header {
-		dst[k] = vv
+	var dst http.Header
+	if a, ok := w.(headerAdopter); ok && a.adoptHeader(resp.Header) {
+		dst = resp.Header
+	} else {
+		dst = w.Header()
+		for k, vv := range resp.Header {
+			dst[k] = vv
+		}
 	}
 	if len(resp.Trailer) > 0 {
 		keys := make([]string, 0, len(resp.Trailer))

@@ -300,10 +300,14 @@ func (s *Server) internalHeaders(r *http.Request) internalRequest {
 		s.log.Warn("ignoring X-Aileron-Audit-Args: not base64url", zap.Error(err))
 		return in
 	}
-	if err := json.Unmarshal(raw, &in.args); err != nil {
-		in.args = nil
+	// Decoded into a local: &in.args would move in to the heap on every
+	// request, internal or not.
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &args); err != nil {
 		s.log.Warn("ignoring X-Aileron-Audit-Args: not a JSON object", zap.Error(err))
+		return in
 	}
+	in.args = args
 	return in
 }
 
