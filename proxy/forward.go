@@ -44,8 +44,7 @@ func (c *countingBody) Read(p []byte) (int, error) {
 
 func (c *countingBody) Close() error { return c.rc.Close() }
 
-// upstreamRequest is forward's request to the upstream and its URL, made
-// in one allocation.
+// upstreamRequest is forward's request to the upstream and its URL.
 type upstreamRequest struct {
 	req http.Request
 	url url.URL
@@ -60,9 +59,11 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 	x.ev.Decision = contract.DecisionAllowed
 	x.ev.Reason = reason
 
-	// One allocation for the upstream request and its URL: a shallow copy
-	// of r (its context included, as r.WithContext(r.Context()) makes).
-	o := &upstreamRequest{req: *r, url: url.URL{Scheme: "https", Host: t.target, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}}
+	// The upstream request and its URL live in x (no allocation of their
+	// own): a shallow copy of r, its context included, as
+	// r.WithContext(r.Context()) makes.
+	o := &x.up
+	*o = upstreamRequest{req: *r, url: url.URL{Scheme: "https", Host: t.target, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}}
 	out := &o.req
 	out.RequestURI = ""
 	out.Close = false
@@ -118,7 +119,7 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 // scrub is set, and records the exchange; body counts the request body, nil
 // when there is none.
 func (s *Server) passResponse(w http.ResponseWriter, x *exchange, resp *http.Response, scrub *credentials.Scrubber, body *countingBody, reason string) {
-	r, t, id := x.r, x.t, x.ev.AuditID
+	r, t := x.r, x.t
 	defer resp.Body.Close()
 	if x.learned != nil {
 		x.learned.req.ResponseContentType = learn.MediaType(resp.Header.Get("Content-Type"))
@@ -147,7 +148,7 @@ func (s *Server) passResponse(w http.ResponseWriter, x *exchange, resp *http.Res
 		src = scrub.Reader(rc)
 	}
 
-	writeResponseHeader(w, resp, decoded, id)
+	writeResponseHeader(w, resp, decoded, x.auditHeader())
 	length := resp.ContentLength
 	if decoded {
 		length = -1
@@ -239,7 +240,7 @@ func (s *Server) writeSmallScrubbed(w http.ResponseWriter, x *exchange, resp *ht
 		return
 	}
 	scrub.Mask(body) // body is our pooled buffer
-	writeResponseHeader(w, resp, false, x.ev.AuditID)
+	writeResponseHeader(w, resp, false, x.auditHeader())
 	wn, werr := w.Write(body)
 	x.ev.BytesOut = int64(wn)
 	if werr == nil {
@@ -349,7 +350,7 @@ type headerAdopter interface {
 // body was decoded, with its trailers announced and with auditID. A writer
 // that can adopt resp.Header takes it as its own: resp.Header is then the
 // response's header, edits included.
-func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded bool, auditID string) {
+func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded bool, auditID []string) {
 	stripHeader(resp.Header, false)
 	delete(resp.Header, "Te") // a request header; stripHeader keeps "Te: trailers"
 	if decoded {
@@ -372,7 +373,7 @@ func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded boo
 		}
 		dst["Trailer"] = []string{strings.Join(keys, ", ")}
 	}
-	dst.Set(contract.HeaderAuditID, auditID)
+	dst[contract.HeaderAuditID] = auditID // a canonical key
 	w.WriteHeader(resp.StatusCode)
 }
 

@@ -38,6 +38,17 @@ type exchange struct {
 	mcp *mcpExchange
 	// gitCaps are a held git push's capabilities (gitpush.go).
 	gitCaps []string
+	// up is forward's upstream request, held here to save an allocation.
+	up upstreamRequest
+	// auditValue backs the response's X-Aileron-Audit-Id (auditHeader).
+	auditValue [1]string
+}
+
+// auditHeader is the value of X-Aileron-Audit-Id for the response, backed
+// by x: setting it costs the response no slice of its own.
+func (x *exchange) auditHeader() []string {
+	x.auditValue[0] = x.ev.AuditID
+	return x.auditValue[:]
 }
 
 func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

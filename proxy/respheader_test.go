@@ -28,7 +28,7 @@ func TestWriteResponseHeaderAdopts(t *testing.T) {
 
 	w := &h1Response{req: &http.Request{Method: http.MethodGet}, contentLength: -1}
 	resp := upstream()
-	writeResponseHeader(w, resp, false, "audit-1")
+	writeResponseHeader(w, resp, false, []string{"audit-1"})
 	if !reflect.DeepEqual(w.header, want) {
 		t.Errorf("adopted header = %v, want %v", w.header, want)
 	}
@@ -43,7 +43,7 @@ func TestWriteResponseHeaderAdopts(t *testing.T) {
 	w = &h1Response{req: &http.Request{Method: http.MethodGet}, contentLength: -1}
 	w.Header().Set("X-Set-First", "1")
 	resp = upstream()
-	writeResponseHeader(w, resp, false, "audit-1")
+	writeResponseHeader(w, resp, false, []string{"audit-1"})
 	want2 := want.Clone()
 	want2.Set("X-Set-First", "1")
 	if !reflect.DeepEqual(w.header, want2) {
@@ -51,6 +51,10 @@ func TestWriteResponseHeaderAdopts(t *testing.T) {
 	}
 	if _, ok := resp.Header[contract.HeaderAuditID]; ok {
 		t.Error("the copy path wrote the audit id into the upstream's header")
+	}
+
+	if k := http.CanonicalHeaderKey(contract.HeaderAuditID); k != contract.HeaderAuditID {
+		t.Errorf("contract.HeaderAuditID %q is not canonical (%q): writeResponseHeader sets it by index", contract.HeaderAuditID, k)
 	}
 
 	// Nothing is adopted once the header was written.
