@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,10 +105,29 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("idle tunnels: values = %v, want kib_per_tunnel", m.values)
 	}
 
+	// The proxies' CPU per request is kept round by round, and the check
+	// against goproxy is the median of the per-round ratios.
+	cpuRow, ok := rep.row("1.c1.cpu_us")
+	if !ok {
+		t.Fatalf("no row 1.c1.cpu_us in %+v", rep.Rows)
+	}
+	for _, name := range []string{targetAileron, targetGoproxy} {
+		if got := len(cpuRow.PerRound[name]); got != cfg.rounds {
+			t.Errorf("1.c1.cpu_us per-round figures of %s: %d, want %d (%v)", name, got, cfg.rounds, cpuRow.PerRound)
+		}
+	}
+	if _, ok := cpuRow.PerRound[targetDirect]; ok {
+		t.Errorf("1.c1.cpu_us has per-round figures for direct, which has no proxy: %v", cpuRow.PerRound)
+	}
 	addChecks(rep, measures)
+	if i := slices.IndexFunc(rep.Checks, func(c check) bool { return strings.HasPrefix(c.Name, "(17) proxy CPU/req, 1 client") }); i < 0 {
+		t.Error("no (17) CPU/req check for 1 client")
+	} else if c := rep.Checks[i]; !c.Measured || len(c.RoundRatios) == 0 || c.Value != median(c.RoundRatios) {
+		t.Errorf("(17) CPU/req check for 1 client = %+v, want the median of its per-round ratios", c)
+	}
 	var md bytes.Buffer
 	rep.writeMarkdown(&md)
-	for _, want := range []string{"| scenario | metric | direct | aileron-proxy | goproxy |", "(1) req/s at 16 clients"} {
+	for _, want := range []string{"| scenario | metric | direct | aileron-proxy | goproxy |", "(1) req/s at 16 clients", "Per-round ratios to goproxy"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
@@ -191,17 +211,38 @@ func TestPeerChecks(t *testing.T) {
 	if c := r.peerCheck("cpu", "cpu", 0.6); c.Met {
 		t.Errorf("peerCheck = %+v, want not met (40 > 0.6 x 60)", c)
 	}
+	// Round by round: the median of the per-round ratios decides, not the
+	// totals (here 40/60 overall, but 0.9 in three of five rounds).
+	r.Rows[1].setRounds(targetAileron, []float64{45, 18, 45, 45, 30})
+	r.Rows[1].setRounds(targetGoproxy, []float64{50, 60, 50, 50, 60})
+	if c := r.peerCheck("cpu", "cpu", 0.8); !c.Measured || c.Met || c.Value != 0.9 || len(c.RoundRatios) != 5 {
+		t.Errorf("peerCheck = %+v, want the median 0.9 of five round ratios, not met", c)
+	}
+	// A round one side did not measure is left out.
+	r.Rows[1].setRounds(targetAileron, []float64{0, 30, 30, 45})
+	r.Rows[1].setRounds(targetGoproxy, []float64{50, 60, 60, 50})
+	if c := r.peerCheck("cpu", "cpu", 0.8); !c.Met || c.Value != 0.5 || len(c.RoundRatios) != 3 {
+		t.Errorf("peerCheck = %+v, want the median 0.5 of three rounds, met", c)
+	}
+	// Series that do not pair up fall back to the totals.
+	r.Rows[1].setRounds(targetGoproxy, []float64{50})
+	if c := r.peerCheck("cpu", "cpu", 0.8); c.Value != 40.0/60 || c.RoundRatios != nil {
+		t.Errorf("peerCheck = %+v, want the ratio of the totals", c)
+	}
+	if median([]float64{3, 1, 2, 10}) != 2.5 || median([]float64{7}) != 7 {
+		t.Error("median of {3,1,2,10} != 2.5 or of {7} != 7")
+	}
 	if c := r.peerCheck("none", "missing", 0.8); c.Measured || c.Met {
 		t.Errorf("peerCheck on a missing row = %+v, want unmeasured", c)
 	}
 }
 
-// TestRoundsFlag checks -rounds: 3 by default, taken when positive,
+// TestRoundsFlag checks -rounds: 5 by default, taken when positive,
 // refused with the flag's name otherwise.
 func TestRoundsFlag(t *testing.T) {
 	var stderr bytes.Buffer
-	if o, err := parseFlags([]string{"-bin", "x"}, &stderr); err != nil || o.cfg.rounds != 3 {
-		t.Errorf("default rounds = %d, %v; want 3", o.cfg.rounds, err)
+	if o, err := parseFlags([]string{"-bin", "x"}, &stderr); err != nil || o.cfg.rounds != 5 {
+		t.Errorf("default rounds = %d, %v; want 5", o.cfg.rounds, err)
 	}
 	if o, err := parseFlags([]string{"-bin", "x", "-rounds", "12"}, &stderr); err != nil || o.cfg.rounds != 12 {
 		t.Errorf("-rounds 12 = %d, %v", o.cfg.rounds, err)

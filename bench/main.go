@@ -434,6 +434,11 @@ func runScenarios(ctx context.Context, list []scenario, active []*target, rep *r
 			}
 			if len(values) > 0 {
 				rep.addRow(s.id+"."+md.key, s.title, md.label, md.higher, values)
+				for _, t := range ts {
+					if vs, ok := ms[t.name].rounds[md.key]; ok {
+						rep.Rows[len(rep.Rows)-1].setRounds(t.name, vs)
+					}
+				}
 			}
 		}
 	}

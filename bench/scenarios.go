@@ -45,7 +45,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		duration:         6 * time.Second,
-		rounds:           3,
+		rounds:           5,
 		keepAliveClients: []int{1, 16},
 		newConnClients:   4,
 		downloadBytes:    100 << 20,
@@ -60,7 +60,18 @@ func defaultConfig() config {
 // measure is one target's figures for one scenario.
 type measure struct {
 	values map[string]float64 // metric key -> value
+	// rounds holds, for some metrics, the figure of each interleaved round
+	// (0 where the round measured nothing), so a same-run ratio can be
+	// taken round by round.
+	rounds map[string][]float64
 	note   string
+}
+
+func (m *measure) setRounds(key string, vs []float64) {
+	if m.rounds == nil {
+		m.rounds = map[string][]float64{}
+	}
+	m.rounds[key] = vs
 }
 
 func (m *measure) set(key string, v float64) {
@@ -122,6 +133,9 @@ type loadState struct {
 	total    time.Duration // proxy + origin + client (this process)
 	totalOK  bool
 	injected int64
+	// roundCPU is the proxy's CPU µs per request of each round (0 when
+	// that round measured none).
+	roundCPU []float64
 	m        measure
 	skip     bool
 }
@@ -183,12 +197,17 @@ func runLoadRounds(ctx context.Context, cfg config, o *origin, ts []*target, spe
 			cpu := startCPU(st.t.pid())
 			originCPU, selfCPU := startCPU(o.proc.pid()), startCPU(os.Getpid())
 			res := runLoad(ctx, st.clients, u, spec.workers, per, maxPer)
+			roundCPU := 0.0
 			if used, ok := cpu.used(); ok {
 				st.cpu += used
 				st.total += used
+				if res.requests > 0 && st.t.pid() != 0 {
+					roundCPU = float64(used) / float64(time.Microsecond) / float64(res.requests)
+				}
 			} else {
 				st.cpuOK = false
 			}
+			st.roundCPU = append(st.roundCPU, roundCPU)
 			ou, ok1 := originCPU.used()
 			su, ok2 := selfCPU.used()
 			st.total += ou + su
@@ -215,6 +234,7 @@ func runLoadRounds(ctx context.Context, cfg config, o *origin, ts []*target, spe
 				m.set("p99", r.percentile(0.99))
 				if st.t.pid() != 0 && st.cpuOK {
 					m.set("cpu_us", float64(st.cpu)/float64(time.Microsecond)/float64(r.requests))
+					m.setRounds("cpu_us", st.roundCPU)
 				}
 				if st.totalOK && (st.t.pid() == 0 || st.cpuOK) {
 					m.set("total_cpu_us", float64(st.total)/float64(time.Microsecond)/float64(r.requests))
@@ -262,6 +282,9 @@ func runDownloadRounds(ctx context.Context, cfg config, o *origin, ts []*target,
 		cpuOK  bool
 		total  time.Duration // proxy + origin + client (this process)
 		bytes  int64
+		// runCPU is the proxy's CPU s/GB of each run (0 when that run
+		// measured none).
+		runCPU []float64
 		failed bool
 	}
 	states := make([]*state, len(ts))
@@ -298,12 +321,17 @@ func runDownloadRounds(ctx context.Context, cfg config, o *origin, ts []*target,
 			dctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 			n, took, err := download(dctx, st.c, u)
 			cancel()
+			runCPU := 0.0
 			if used, ok := cpu.used(); ok {
 				st.cpu += used
 				st.total += used
+				if pid != 0 && err == nil && n > 0 {
+					runCPU = used.Seconds() / (float64(n) / 1e9)
+				}
 			} else if pid != 0 {
 				st.cpuOK = false
 			}
+			st.runCPU = append(st.runCPU, runCPU)
 			ou, ok1 := originCPU.used()
 			su, ok2 := selfCPU.used()
 			st.total += ou + su
@@ -339,6 +367,7 @@ func runDownloadRounds(ctx context.Context, cfg config, o *origin, ts []*target,
 				st.m.set("rss_growth", float64(st.growth)/1024)
 				if st.cpuOK && st.bytes > 0 {
 					st.m.set("cpu_s_per_gb", st.cpu.Seconds()/(float64(st.bytes)/1e9))
+					st.m.setRounds("cpu_s_per_gb", st.runCPU)
 				}
 			}
 			if st.cpuOK && st.bytes > 0 {

@@ -44,6 +44,12 @@ func (c *countingBody) Read(p []byte) (int, error) {
 
 func (c *countingBody) Close() error { return c.rc.Close() }
 
+// upstreamRequest is forward's request to the upstream and its URL.
+type upstreamRequest struct {
+	req http.Request
+	url url.URL
+}
+
 // forward sends an allowed request upstream and streams the response back.
 func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.Injector, reason string) {
 	r, t := x.r, x.t
@@ -53,10 +59,15 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 	x.ev.Decision = contract.DecisionAllowed
 	x.ev.Reason = reason
 
-	out := r.WithContext(r.Context())
+	// The upstream request and its URL live in x (no allocation of their
+	// own): a shallow copy of r, its context included, as
+	// r.WithContext(r.Context()) makes.
+	o := &x.up
+	*o = upstreamRequest{req: *r, url: url.URL{Scheme: "https", Host: t.target, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}}
+	out := &o.req
 	out.RequestURI = ""
 	out.Close = false
-	out.URL = &url.URL{Scheme: "https", Host: t.target, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	out.URL = &o.url
 	out.Host = t.hostHeader
 	stripHeader(out.Header, true)
 	var body *countingBody
@@ -108,7 +119,7 @@ func (s *Server) forward(w http.ResponseWriter, x *exchange, inj *credentials.In
 // scrub is set, and records the exchange; body counts the request body, nil
 // when there is none.
 func (s *Server) passResponse(w http.ResponseWriter, x *exchange, resp *http.Response, scrub *credentials.Scrubber, body *countingBody, reason string) {
-	r, t, id := x.r, x.t, x.ev.AuditID
+	r, t := x.r, x.t
 	defer resp.Body.Close()
 	if x.learned != nil {
 		x.learned.req.ResponseContentType = learn.MediaType(resp.Header.Get("Content-Type"))
@@ -137,7 +148,7 @@ func (s *Server) passResponse(w http.ResponseWriter, x *exchange, resp *http.Res
 		src = scrub.Reader(rc)
 	}
 
-	writeResponseHeader(w, resp, decoded, id)
+	writeResponseHeader(w, resp, decoded, x.auditHeader())
 	length := resp.ContentLength
 	if decoded {
 		length = -1
@@ -229,7 +240,7 @@ func (s *Server) writeSmallScrubbed(w http.ResponseWriter, x *exchange, resp *ht
 		return
 	}
 	scrub.Mask(body) // body is our pooled buffer
-	writeResponseHeader(w, resp, false, x.ev.AuditID)
+	writeResponseHeader(w, resp, false, x.auditHeader())
 	wn, werr := w.Write(body)
 	x.ev.BytesOut = int64(wn)
 	if werr == nil {
@@ -327,20 +338,33 @@ func stripHeader(h http.Header, dropAuth bool) {
 	}
 }
 
+// headerAdopter is a ResponseWriter that can take a relayed header map as
+// its own instead of a copy (h1Response).
+type headerAdopter interface {
+	adoptHeader(h http.Header) bool
+}
+
 // writeResponseHeader sends the upstream's status and headers to w: without
 // hop-by-hop, Proxy-* and X-Aileron-* headers (stripHeader, which edits
 // resp.Header in place), without Content-Encoding and Content-Length when the
-// body was decoded, with its trailers announced and with auditID.
-func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded bool, auditID string) {
+// body was decoded, with its trailers announced and with auditID. A writer
+// that can adopt resp.Header takes it as its own: resp.Header is then the
+// response's header, edits included.
+func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded bool, auditID []string) {
 	stripHeader(resp.Header, false)
 	delete(resp.Header, "Te") // a request header; stripHeader keeps "Te: trailers"
 	if decoded {
 		delete(resp.Header, "Content-Encoding")
 		delete(resp.Header, "Content-Length")
 	}
-	dst := w.Header()
-	for k, vv := range resp.Header {
-		dst[k] = vv
+	var dst http.Header
+	if a, ok := w.(headerAdopter); ok && a.adoptHeader(resp.Header) {
+		dst = resp.Header
+	} else {
+		dst = w.Header()
+		for k, vv := range resp.Header {
+			dst[k] = vv
+		}
 	}
 	if len(resp.Trailer) > 0 {
 		keys := make([]string, 0, len(resp.Trailer))
@@ -349,7 +373,7 @@ func writeResponseHeader(w http.ResponseWriter, resp *http.Response, decoded boo
 		}
 		dst["Trailer"] = []string{strings.Join(keys, ", ")}
 	}
-	dst.Set(contract.HeaderAuditID, auditID)
+	dst[contract.HeaderAuditID] = auditID // a canonical key
 	w.WriteHeader(resp.StatusCode)
 }
 

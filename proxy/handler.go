@@ -38,6 +38,17 @@ type exchange struct {
 	mcp *mcpExchange
 	// gitCaps are a held git push's capabilities (gitpush.go).
 	gitCaps []string
+	// up is forward's upstream request, held here to save an allocation.
+	up upstreamRequest
+	// auditValue backs the response's X-Aileron-Audit-Id (auditHeader).
+	auditValue [1]string
+}
+
+// auditHeader is the value of X-Aileron-Audit-Id for the response, backed
+// by x: setting it costs the response no slice of its own.
+func (x *exchange) auditHeader() []string {
+	x.auditValue[0] = x.ev.AuditID
+	return x.auditValue[:]
 }
 
 func (h innerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -300,10 +311,14 @@ func (s *Server) internalHeaders(r *http.Request) internalRequest {
 		s.log.Warn("ignoring X-Aileron-Audit-Args: not base64url", zap.Error(err))
 		return in
 	}
-	if err := json.Unmarshal(raw, &in.args); err != nil {
-		in.args = nil
+	// Decoded into a local: &in.args would move in to the heap on every
+	// request, internal or not.
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &args); err != nil {
 		s.log.Warn("ignoring X-Aileron-Audit-Args: not a JSON object", zap.Error(err))
+		return in
 	}
+	in.args = args
 	return in
 }
 

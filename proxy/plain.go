@@ -84,7 +84,7 @@ func (s *Server) servePlain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	writeResponseHeader(w, resp, false, x.ev.AuditID)
+	writeResponseHeader(w, resp, false, x.auditHeader())
 	n, cerr := s.copyBody(w, resp.Body, resp.ContentLength)
 	if body != nil {
 		x.ev.BytesIn = body.n.Load()

@@ -319,7 +319,7 @@ func (c *h1ServerConn) serveOne() (keep, hijacked bool) {
 	}
 	req.RemoteAddr = c.addr
 	req = req.WithContext(c.ctx)
-	w := &h1Response{c: c, req: req, header: make(http.Header, 8), contentLength: -1}
+	w := &h1Response{c: c, req: req, contentLength: -1}
 	w.closeAfter = req.Close || req.ProtoMinor == 0
 	if ex := req.Header.Get("Expect"); ex != "" {
 		if !strings.EqualFold(ex, "100-continue") || req.ProtoMinor == 0 {
@@ -455,8 +455,10 @@ func (e *expectContinue) Close() error { return e.rc.Close() }
 
 // h1Response is the http.ResponseWriter of an intercepted HTTP/1.1 request.
 type h1Response struct {
-	c      *h1ServerConn
-	req    *http.Request
+	c   *h1ServerConn
+	req *http.Request
+	// header is made on first use (Header, sendHeader) unless adoptHeader
+	// hands over a ready one; nil reads as empty.
 	header http.Header
 	expect *expectContinue
 
@@ -473,7 +475,23 @@ type h1Response struct {
 	failed        error // the first write error; later writes return it
 }
 
-func (w *h1Response) Header() http.Header { return w.header }
+func (w *h1Response) Header() http.Header {
+	if w.header == nil {
+		w.header = make(http.Header, 8)
+	}
+	return w.header
+}
+
+// adoptHeader makes h the response's header when nothing has been set on
+// it yet, so a relayed response's header is not copied key by key; false
+// (and nothing changed) otherwise. h belongs to the response from then on.
+func (w *h1Response) adoptHeader(h http.Header) bool {
+	if h == nil || len(w.header) > 0 || w.wroteHeader {
+		return false
+	}
+	w.header = h
+	return true
+}
 
 func (w *h1Response) WriteHeader(code int) {
 	if w.wroteHeader || w.hijacked {
@@ -585,7 +603,7 @@ func (w *h1Response) hasTrailers() bool {
 func (w *h1Response) sendHeader(final bool) error {
 	w.headerSent = true
 	c := w.c
-	h := w.header
+	h := w.Header()
 	switch {
 	case w.noBody || w.status == http.StatusSwitchingProtocols:
 	case w.contentLength >= 0:
