@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha1"
@@ -217,7 +218,7 @@ func (s *Server) openClient(w http.ResponseWriter, x *exchange, resp *http.Respo
 		fc.stopScanning() // WebSocket frames are not HTTP/1.1 messages
 	}
 	_ = conn.SetDeadline(time.Time{})
-	relay.client = &wsPeer{r: brw.Reader, w: conn, close: func() { _ = conn.Close() }}
+	relay.client = &wsPeer{r: newDrainReader(brw.Reader, conn), w: conn, close: func() { _ = conn.Close() }}
 	resp.Header.Set("Upgrade", "websocket")
 	resp.Header.Set("Connection", "Upgrade")
 	var b bytes.Buffer
@@ -233,6 +234,37 @@ func (s *Server) openClient(w http.ResponseWriter, x *exchange, resp *http.Respo
 		return registered, err
 	}
 	return registered, nil
+}
+
+// drainReader reads what the hijacked connection's reader holds, then the
+// connection itself, and drops the reader once it is empty: TLS already
+// keeps the rest of a record it decrypted, so an open WebSocket needs no
+// 4 KiB reader of its own, idle or not (docs/proxy-limits.md).
+type drainReader struct {
+	br *bufio.Reader // nil once empty
+	r  io.Reader
+}
+
+func newDrainReader(br *bufio.Reader, r io.Reader) *drainReader {
+	d := &drainReader{r: r}
+	if br.Buffered() > 0 {
+		d.br = br
+	}
+	return d
+}
+
+func (d *drainReader) Read(p []byte) (int, error) {
+	if d.br == nil {
+		return d.r.Read(p)
+	}
+	if n := d.br.Buffered(); len(p) > n {
+		p = p[:n]
+	}
+	n, err := d.br.Read(p)
+	if d.br.Buffered() == 0 {
+		d.br = nil
+	}
+	return n, err
 }
 
 // wsHeaderCase writes header lines with the RFC 6455 spelling of the
