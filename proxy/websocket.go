@@ -157,19 +157,30 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, x *exchange, inj *credent
 		go relay.goAway() // the proxy began shutting down meanwhile
 	}
 	if h2 {
-		s.runRelay(relay, x.ev, opened) // the stream lives while the handler runs
+		s.runRelay(relay, &x.ev, opened) // the stream lives while the handler runs
 		return
 	}
 	// The connection is hijacked: the relay goes on on a goroutine of its
 	// own, and this one, whose stack grew through both TLS handshakes and
 	// the handler, ends; so does what the request held, but for its audit
 	// event (docs/proxy-limits.md).
-	go s.runRelay(relay, x.ev, opened)
+	ev := x.ev
+	go s.runRelay(relay, &ev, opened)
 }
 
 // runRelay relays until the WebSocket ends, then audits and logs its close.
-func (s *Server) runRelay(relay *wsRelay, ev audit.Event, opened time.Time) {
+// Its frame stays small (the event by pointer, the close's audit and log in
+// a call of their own): the client's pump runs under it and parks in a TLS
+// read for as long as the WebSocket is idle, and a few hundred bytes more
+// there double that goroutine's stack (docs/proxy-limits.md).
+func (s *Server) runRelay(relay *wsRelay, ev *audit.Event, opened time.Time) {
 	relay.run()
+	s.relayClosed(relay, ev, opened)
+}
+
+// relayClosed audits and logs the close of a relay that ended.
+func (s *Server) relayClosed(relay *wsRelay, closed *audit.Event, opened time.Time) {
+	ev := *closed
 	s.ws.remove(relay)
 
 	ev.Event = audit.EventWebSocketClosed
