@@ -821,6 +821,7 @@ func (w *h1Response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	w.hijacked = true
+	c.t.h1.CompareAndSwap(c, nil) // Shutdown has nothing to close here: the hijacker owns the connection
 	// The hijacker owns the reader and what it holds. The writer (empty:
 	// nothing of the response was written) and pending go back to the pool
 	// with the connection's other buffers; a WebSocket relay writes to the

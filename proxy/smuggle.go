@@ -102,7 +102,7 @@ func (c *framedConn) CloseWrite() error { return c.Conn.CloseWrite() }
 // stopScanning ends the framing scan for a connection that no longer
 // carries HTTP/1.1 messages (a hijacked WebSocket). Call it only after
 // Hijack, when the server no longer reads the connection.
-func (c *framedConn) stopScanning() { c.state = frameLost }
+func (c *framedConn) stopScanning() { c.state, c.line = frameLost, nil }
 
 func (c *framedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha1"
@@ -156,19 +157,30 @@ func (s *Server) relayWebSocket(w http.ResponseWriter, x *exchange, inj *credent
 		go relay.goAway() // the proxy began shutting down meanwhile
 	}
 	if h2 {
-		s.runRelay(relay, x.ev, opened) // the stream lives while the handler runs
+		s.runRelay(relay, &x.ev, opened) // the stream lives while the handler runs
 		return
 	}
 	// The connection is hijacked: the relay goes on on a goroutine of its
 	// own, and this one, whose stack grew through both TLS handshakes and
 	// the handler, ends; so does what the request held, but for its audit
 	// event (docs/proxy-limits.md).
-	go s.runRelay(relay, x.ev, opened)
+	ev := x.ev
+	go s.runRelay(relay, &ev, opened)
 }
 
 // runRelay relays until the WebSocket ends, then audits and logs its close.
-func (s *Server) runRelay(relay *wsRelay, ev audit.Event, opened time.Time) {
+// Its frame stays small (the event by pointer, the close's audit and log in
+// a call of their own): the client's pump runs under it and parks in a TLS
+// read for as long as the WebSocket is idle, and a few hundred bytes more
+// there double that goroutine's stack (docs/proxy-limits.md).
+func (s *Server) runRelay(relay *wsRelay, ev *audit.Event, opened time.Time) {
 	relay.run()
+	s.relayClosed(relay, ev, opened)
+}
+
+// relayClosed audits and logs the close of a relay that ended.
+func (s *Server) relayClosed(relay *wsRelay, closed *audit.Event, opened time.Time) {
+	ev := *closed
 	s.ws.remove(relay)
 
 	ev.Event = audit.EventWebSocketClosed
@@ -217,7 +229,7 @@ func (s *Server) openClient(w http.ResponseWriter, x *exchange, resp *http.Respo
 		fc.stopScanning() // WebSocket frames are not HTTP/1.1 messages
 	}
 	_ = conn.SetDeadline(time.Time{})
-	relay.client = &wsPeer{r: brw.Reader, w: conn, close: func() { _ = conn.Close() }}
+	relay.client = &wsPeer{r: newDrainReader(brw.Reader, conn), w: conn, close: func() { _ = conn.Close() }}
 	resp.Header.Set("Upgrade", "websocket")
 	resp.Header.Set("Connection", "Upgrade")
 	var b bytes.Buffer
@@ -233,6 +245,37 @@ func (s *Server) openClient(w http.ResponseWriter, x *exchange, resp *http.Respo
 		return registered, err
 	}
 	return registered, nil
+}
+
+// drainReader reads what the hijacked connection's reader holds, then the
+// connection itself, and drops the reader once it is empty: TLS already
+// keeps the rest of a record it decrypted, so an open WebSocket needs no
+// 4 KiB reader of its own, idle or not (docs/proxy-limits.md).
+type drainReader struct {
+	br *bufio.Reader // nil once empty
+	r  io.Reader
+}
+
+func newDrainReader(br *bufio.Reader, r io.Reader) *drainReader {
+	d := &drainReader{r: r}
+	if br.Buffered() > 0 {
+		d.br = br
+	}
+	return d
+}
+
+func (d *drainReader) Read(p []byte) (int, error) {
+	if d.br == nil {
+		return d.r.Read(p)
+	}
+	if n := d.br.Buffered(); len(p) > n {
+		p = p[:n]
+	}
+	n, err := d.br.Read(p)
+	if d.br.Buffered() == 0 {
+		d.br = nil
+	}
+	return n, err
 }
 
 // wsHeaderCase writes header lines with the RFC 6455 spelling of the

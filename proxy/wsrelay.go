@@ -25,10 +25,11 @@ type wsPeer struct {
 	close  func()
 	masked bool // frames the proxy originates toward it are masked (the upstream)
 	dead   bool // under mu: closed, write nothing more (an HTTP/2 handler may have returned)
-	// frame is where write joins a small frame's header and payload
-	// (under mu), grown on first use to at most wsCoalesceMax.
-	frame []byte
 }
+
+// wsFramePool holds the buffers where write joins a small frame's header
+// and payload: taken per frame, so an idle relay holds none.
+var wsFramePool = sync.Pool{New: func() any { b := make([]byte, 0, wsCoalesceMax); return &b }}
 
 // wsCoalesceMax is the largest frame, header included, that write sends
 // with one Write: over a TLS connection two Writes are two records and two
@@ -51,8 +52,11 @@ func (p *wsPeer) write(hdr, payload []byte) error {
 		return net.ErrClosed
 	}
 	if n := len(hdr) + len(payload); n <= wsCoalesceMax && len(payload) > 0 {
-		p.frame = append(append(p.frame[:0], hdr...), payload...)
-		if _, err := p.w.Write(p.frame); err != nil {
+		bp := wsFramePool.Get().(*[]byte)
+		*bp = append(append((*bp)[:0], hdr...), payload...)
+		_, err := p.w.Write(*bp)
+		wsFramePool.Put(bp)
+		if err != nil {
 			return err
 		}
 	} else {
