@@ -313,27 +313,11 @@ func (s *pgStore) AbandonApprovals(ctx context.Context, replica string, at time.
 	if err := checkTime("the abandon time", at); err != nil {
 		return nil, fmt.Errorf("abandoning approvals: %w", err)
 	}
-	var got []Approval
-	err := s.write(ctx, func(tx *pgTx) error {
-		rows, err := tx.Query(ctx, `UPDATE approvals SET decided_at = $2, outcome = 'abandoned'
-WHERE replica = $1 AND decided_at IS NULL RETURNING `+pgApprovalColumns, replica, at)
-		if err != nil {
-			return err
-		}
-		if got, err = collectApprovals(rows); err != nil {
-			return err
-		}
-		for _, a := range got {
-			if err := tx.note(ctx, ChangeApprovalDecided, a.ID); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	got, err := s.settleAbandoned(ctx, `UPDATE approvals SET decided_at = $2, outcome = 'abandoned'
+WHERE replica = $1 AND decided_at IS NULL`, replica, at)
 	if err != nil {
 		return nil, s.errorf("abandoning replica %q's pending approvals in %s: %w", replica, s.where, err)
 	}
-	sortApprovals(got)
 	return got, nil
 }
 
@@ -352,12 +336,22 @@ func (s *pgStore) AbandonStaleApprovals(ctx context.Context, before, at time.Tim
 	if err := checkTime("the abandon time", at); err != nil {
 		return nil, fmt.Errorf("abandoning stale approvals: %w", err)
 	}
-	var got []Approval
-	err := s.write(ctx, func(tx *pgTx) error {
-		rows, err := tx.Query(ctx, `UPDATE approvals SET decided_at = $3, outcome = 'abandoned'
+	got, err := s.settleAbandoned(ctx, `UPDATE approvals SET decided_at = $3, outcome = 'abandoned'
 WHERE id IN (SELECT id FROM approvals WHERE decided_at IS NULL AND created_at < $1 AND replica <> $2
 	ORDER BY id FOR UPDATE SKIP LOCKED)
-AND decided_at IS NULL RETURNING `+pgApprovalColumns, before, except, at)
+AND decided_at IS NULL`, before, except, at)
+	if err != nil {
+		return nil, s.errorf("abandoning approvals pending since before %s in %s: %w", before.UTC().Format(time.RFC3339), s.where, err)
+	}
+	return got, nil
+}
+
+// settleAbandoned runs update, an UPDATE of approvals to abandoned, and
+// notes each one it settled; it returns them oldest first.
+func (s *pgStore) settleAbandoned(ctx context.Context, update string, args ...any) ([]Approval, error) {
+	var got []Approval
+	err := s.write(ctx, func(tx *pgTx) error {
+		rows, err := tx.Query(ctx, update+` RETURNING `+pgApprovalColumns, args...)
 		if err != nil {
 			return err
 		}
@@ -372,7 +366,7 @@ AND decided_at IS NULL RETURNING `+pgApprovalColumns, before, except, at)
 		return nil
 	})
 	if err != nil {
-		return nil, s.errorf("abandoning approvals pending since before %s in %s: %w", before.UTC().Format(time.RFC3339), s.where, err)
+		return nil, err
 	}
 	sortApprovals(got)
 	return got, nil

@@ -347,22 +347,11 @@ func (s *sqliteStore) AbandonApprovals(ctx context.Context, replica string, at t
 	if err := checkTime("the abandon time", at); err != nil {
 		return nil, fmt.Errorf("abandoning approvals: %w", err)
 	}
-	rows, err := s.w.QueryContext(ctx, `UPDATE approvals SET decided_at = ?, outcome = 'abandoned'
-		WHERE replica = ? AND decided_at IS NULL
-		RETURNING `+approvalColumns, toMicro(at), replica)
+	out, err := s.settleAbandoned(ctx, `UPDATE approvals SET decided_at = ?, outcome = 'abandoned'
+		WHERE replica = ? AND decided_at IS NULL`, toMicro(at), replica)
 	if err != nil {
 		return nil, fmt.Errorf("abandoning the approvals of replica %q: %w", replica, err)
 	}
-	out, err := scanApprovals(rows)
-	if err != nil {
-		return nil, fmt.Errorf("abandoning the approvals of replica %q: %w", replica, err)
-	}
-	sortApprovals(out)
-	changes := make([]Change, len(out))
-	for i, a := range out {
-		changes[i] = Change{Kind: ChangeApprovalDecided, ID: a.ID}
-	}
-	s.hub.publish(changes...)
 	return out, nil
 }
 
@@ -379,15 +368,25 @@ func (s *sqliteStore) AbandonStaleApprovals(ctx context.Context, before, at time
 	if err := checkTime("the abandon time", at); err != nil {
 		return nil, fmt.Errorf("abandoning stale approvals: %w", err)
 	}
-	rows, err := s.w.QueryContext(ctx, `UPDATE approvals SET decided_at = ?, outcome = 'abandoned'
-		WHERE decided_at IS NULL AND created_at < ? AND replica <> ?
-		RETURNING `+approvalColumns, toMicro(at), toMicro(before), except)
+	out, err := s.settleAbandoned(ctx, `UPDATE approvals SET decided_at = ?, outcome = 'abandoned'
+		WHERE decided_at IS NULL AND created_at < ? AND replica <> ?`, toMicro(at), toMicro(before), except)
 	if err != nil {
 		return nil, fmt.Errorf("abandoning approvals pending since before %s: %w", before.UTC().Format(time.RFC3339), err)
 	}
+	return out, nil
+}
+
+// settleAbandoned runs update, an UPDATE of approvals to abandoned, and
+// publishes a change for each one it settled; it returns them oldest
+// first.
+func (s *sqliteStore) settleAbandoned(ctx context.Context, update string, args ...any) ([]Approval, error) {
+	rows, err := s.w.QueryContext(ctx, update+` RETURNING `+approvalColumns, args...)
+	if err != nil {
+		return nil, err
+	}
 	out, err := scanApprovals(rows)
 	if err != nil {
-		return nil, fmt.Errorf("abandoning approvals pending since before %s: %w", before.UTC().Format(time.RFC3339), err)
+		return nil, err
 	}
 	sortApprovals(out)
 	changes := make([]Change, len(out))
