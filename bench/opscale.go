@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"strconv"
 
 	"github.com/aileron-dev/aileron-proxy/internal/testkit/specs"
@@ -111,17 +109,13 @@ func scenarioOpScale(ctx context.Context, cfg config, o *origin, ts []*target, p
 // operations and returns a target for the load that goes through it; the
 // proxy process (and so its CPU) is t's.
 func opsTarget(ctx context.Context, t *target, n int) (*target, error) {
-	s, err := t.aileron.createSession(ctx, opsFQN(n))
+	s, err := t.aileron.createSession(ctx, "--connector", opsFQN(n))
 	if err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(s.ProxyURL)
+	ep, err := s.endpoint()
 	if err != nil {
-		return nil, fmt.Errorf("parsing the session proxy URL: %w", err)
+		return nil, err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(s.CAPEM)) {
-		return nil, fmt.Errorf("session %s: ca_pem holds no certificate", s.ID)
-	}
-	return &target{name: fmt.Sprintf("%s, %d ops", t.name, n), proxyURL: u, roots: pool, proc: t.proc, auditHeader: true}, nil
+	return &target{name: fmt.Sprintf("%s, %d ops", t.name, n), proxyURL: ep.proxyURL, roots: ep.roots, proc: t.proc, auditHeader: true}, nil
 }

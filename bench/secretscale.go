@@ -4,11 +4,9 @@ import (
 	"github.com/aileron-dev/aileron-proxy/internal/testkit"
 
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -174,27 +172,19 @@ func startSecretDaemon(ctx context.Context, name, bin, dir string, o *origin, ex
 	if err != nil {
 		return nil, err
 	}
-	out, err := d.cli(ctx, "", "session", "create", "--json", "--ttl", "2h")
+	s, err := d.createSession(ctx)
 	if err != nil {
 		return nil, err
-	}
-	var s createdSession
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		return nil, fmt.Errorf("parsing `session create --json` output: %w", err)
 	}
 	// One host per connector: the session is bound to every secret.
 	if len(s.Hosts) != len(specs) {
 		return nil, fmt.Errorf("the session on every connector has %d hosts, want %d", len(s.Hosts), len(specs))
 	}
-	u, err := url.Parse(s.ProxyURL)
+	ep, err := s.endpoint()
 	if err != nil {
-		return nil, fmt.Errorf("parsing the session proxy URL: %w", err)
+		return nil, err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(s.CAPEM)) {
-		return nil, fmt.Errorf("session %s: ca_pem holds no certificate", s.ID)
-	}
-	return &target{name: name, proxyURL: u, roots: pool, proc: p, auditHeader: true, aileron: d}, nil
+	return &target{name: name, proxyURL: ep.proxyURL, roots: ep.roots, proc: p, auditHeader: true, aileron: d}, nil
 }
 
 // scenarioSecretScale runs (9) for each aileron-proxy target of ts.

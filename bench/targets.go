@@ -151,8 +151,10 @@ type createdSession struct {
 	Hosts    []string `json:"hosts"`
 }
 
-func (d *aileronDaemon) createSession(ctx context.Context, fqn string) (createdSession, error) {
-	out, err := d.cli(ctx, "", "session", "create", "--json", "--connector", fqn, "--ttl", "2h")
+// createSession runs `session create --json --ttl 2h` with args added
+// (e.g. --connector FQN; none: a session on every connector).
+func (d *aileronDaemon) createSession(ctx context.Context, args ...string) (createdSession, error) {
+	out, err := d.cli(ctx, "", append([]string{"session", "create", "--json", "--ttl", "2h"}, args...)...)
 	if err != nil {
 		return createdSession{}, err
 	}
@@ -164,6 +166,19 @@ func (d *aileronDaemon) createSession(ctx context.Context, fqn string) (createdS
 		return createdSession{}, errors.New("`session create --json` printed no proxy_url or ca_pem")
 	}
 	return s, nil
+}
+
+// endpoint is where s's proxy answers and the CA it presents.
+func (s createdSession) endpoint() (endpoint, error) {
+	u, err := url.Parse(s.ProxyURL)
+	if err != nil {
+		return endpoint{}, fmt.Errorf("parsing the session proxy URL: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(s.CAPEM)) {
+		return endpoint{}, fmt.Errorf("session %s: ca_pem holds no certificate", s.ID)
+	}
+	return endpoint{proxyURL: u, roots: pool}, nil
 }
 
 // startAileron installs the bench connectors, sets their bearer credential,
@@ -203,23 +218,19 @@ func startAileron(ctx context.Context, name, bin, dir string, o *origin, tunnelS
 
 	t := &target{name: name, proc: p, auditHeader: true, aileron: d}
 	for i := range max(1, tunnelSessions) {
-		s, err := d.createSession(ctx, benchFQN)
+		s, err := d.createSession(ctx, "--connector", benchFQN)
 		if err != nil {
 			return nil, err
 		}
-		u, err := url.Parse(s.ProxyURL)
+		ep, err := s.endpoint()
 		if err != nil {
-			return nil, fmt.Errorf("parsing the session proxy URL: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM([]byte(s.CAPEM)) {
-			return nil, fmt.Errorf("session %s: ca_pem holds no certificate", s.ID)
+			return nil, err
 		}
 		if i == 0 {
-			t.proxyURL, t.roots = u, pool
+			t.proxyURL, t.roots = ep.proxyURL, ep.roots
 		}
 		// Each session has its own CA: scenario (5) trusts per endpoint.
-		t.tunnels = append(t.tunnels, endpoint{proxyURL: u, roots: pool})
+		t.tunnels = append(t.tunnels, ep)
 	}
 	return t, nil
 }
