@@ -89,10 +89,7 @@ func (s *sqliteStore) MarkSandboxGone(ctx context.Context, id string, at time.Ti
 	if err := s.check(); err != nil {
 		return err
 	}
-	if err := checkID("sandbox", id); err != nil {
-		return fmt.Errorf("marking a sandbox gone: %w", err)
-	}
-	if err := checkTime(fmt.Sprintf("sandbox %q gone time", id), at); err != nil {
+	if err := validGone(id, at); err != nil {
 		return fmt.Errorf("marking a sandbox gone: %w", err)
 	}
 	res, err := s.w.ExecContext(ctx, `UPDATE sandboxes SET gone_at = ? WHERE id = ?`, toMicro(at), id)
