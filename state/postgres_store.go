@@ -330,10 +330,7 @@ func (s *pgStore) AbandonStaleApprovals(ctx context.Context, before, at time.Tim
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	if err := checkTime("the staleness cutoff", before); err != nil {
-		return nil, fmt.Errorf("abandoning stale approvals: %w", err)
-	}
-	if err := checkTime("the abandon time", at); err != nil {
+	if err := validStale(before, at); err != nil {
 		return nil, fmt.Errorf("abandoning stale approvals: %w", err)
 	}
 	got, err := s.settleAbandoned(ctx, `UPDATE approvals SET decided_at = $3, outcome = 'abandoned'
@@ -483,10 +480,7 @@ func (s *pgStore) MarkSandboxGone(ctx context.Context, id string, at time.Time) 
 	if err := s.check(); err != nil {
 		return err
 	}
-	if err := checkID("sandbox", id); err != nil {
-		return fmt.Errorf("marking a sandbox gone: %w", err)
-	}
-	if err := checkTime(fmt.Sprintf("sandbox %q gone time", id), at); err != nil {
+	if err := validGone(id, at); err != nil {
 		return fmt.Errorf("marking a sandbox gone: %w", err)
 	}
 	return s.sandboxWrite(ctx, "marking sandbox %q gone", id, "UPDATE sandboxes SET gone_at = $2 WHERE id = $1", id, at)

@@ -89,21 +89,10 @@ func (s *sqliteStore) MarkSandboxGone(ctx context.Context, id string, at time.Ti
 	if err := s.check(); err != nil {
 		return err
 	}
-	if err := checkID("sandbox", id); err != nil {
+	if err := validGone(id, at); err != nil {
 		return fmt.Errorf("marking a sandbox gone: %w", err)
 	}
-	if err := checkTime(fmt.Sprintf("sandbox %q gone time", id), at); err != nil {
-		return fmt.Errorf("marking a sandbox gone: %w", err)
-	}
-	res, err := s.w.ExecContext(ctx, `UPDATE sandboxes SET gone_at = ? WHERE id = ?`, toMicro(at), id)
-	if err != nil {
-		return fmt.Errorf("marking sandbox %q gone: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("marking sandbox %q gone: %w", id, ErrNotFound)
-	}
-	s.hub.publish(Change{Kind: ChangeSandboxChanged, ID: id})
-	return nil
+	return s.sandboxWrite(ctx, "marking sandbox %q gone", id, `UPDATE sandboxes SET gone_at = ? WHERE id = ?`, toMicro(at), id)
 }
 
 // DeleteSandbox forgets a removed sandbox.
@@ -111,12 +100,19 @@ func (s *sqliteStore) DeleteSandbox(ctx context.Context, id string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	res, err := s.w.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
+	return s.sandboxWrite(ctx, "deleting sandbox %q", id, `DELETE FROM sandboxes WHERE id = ?`, id)
+}
+
+// sandboxWrite runs sql, a write of sandbox id's row, and publishes the
+// change; what (formatted with id) names the write in its errors.
+func (s *sqliteStore) sandboxWrite(ctx context.Context, what, id, sql string, args ...any) error {
+	what = fmt.Sprintf(what, id)
+	res, err := s.w.ExecContext(ctx, sql, args...)
 	if err != nil {
-		return fmt.Errorf("deleting sandbox %q: %w", id, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("deleting sandbox %q: %w", id, ErrNotFound)
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
 	s.hub.publish(Change{Kind: ChangeSandboxChanged, ID: id})
 	return nil

@@ -362,10 +362,7 @@ func (s *sqliteStore) AbandonStaleApprovals(ctx context.Context, before, at time
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	if err := checkTime("the staleness cutoff", before); err != nil {
-		return nil, fmt.Errorf("abandoning stale approvals: %w", err)
-	}
-	if err := checkTime("the abandon time", at); err != nil {
+	if err := validStale(before, at); err != nil {
 		return nil, fmt.Errorf("abandoning stale approvals: %w", err)
 	}
 	out, err := s.settleAbandoned(ctx, `UPDATE approvals SET decided_at = ?, outcome = 'abandoned'

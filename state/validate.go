@@ -153,6 +153,22 @@ func validSandbox(s Sandbox) error {
 	return checkTime(fmt.Sprintf("sandbox %q expires_at", s.ID), s.ExpiresAt)
 }
 
+// validGone checks MarkSandboxGone's arguments.
+func validGone(id string, at time.Time) error {
+	if err := checkID("sandbox", id); err != nil {
+		return err
+	}
+	return checkTime(fmt.Sprintf("sandbox %q gone time", id), at)
+}
+
+// validStale checks AbandonStaleApprovals' times.
+func validStale(before, at time.Time) error {
+	if err := checkTime("the staleness cutoff", before); err != nil {
+		return err
+	}
+	return checkTime("the abandon time", at)
+}
+
 // sortApprovals orders approvals oldest first (ties by ID), as Approvals
 // and AbandonApprovals return them.
 func sortApprovals(as []Approval) {
