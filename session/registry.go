@@ -57,12 +57,15 @@ type RegistryConfig struct {
 type entry struct {
 	sess      *Session
 	proxyHash [sha256.Size]byte
-	apiHash   [sha256.Size]byte
-	ended     bool
-	endedAt   time.Time
-	notified  bool      // OnEnd has been called
-	due       time.Time // next sweep of this entry (sweep.go)
-	index     int       // position in Registry.due
+	// internalHash is the digest of InternalProxySecret(sess.ID), kept so
+	// AuthenticateProxy computes no HMAC per request.
+	internalHash [sha256.Size]byte
+	apiHash      [sha256.Size]byte
+	ended        bool
+	endedAt      time.Time
+	notified     bool      // OnEnd has been called
+	due          time.Time // next sweep of this entry (sweep.go)
+	index        int       // position in Registry.due
 }
 
 // Registry holds the daemon's sessions. It is safe for concurrent use.
@@ -266,8 +269,7 @@ func (r *Registry) AuthenticateProxy(id, secret string) (*Session, error) {
 			return nil, ErrUnknownSession
 		}
 		if subtle.ConstantTimeCompare(d[:], e.proxyHash[:]) != 1 {
-			internal := digest(r.InternalProxySecret(id))
-			if subtle.ConstantTimeCompare(d[:], internal[:]) != 1 {
+			if subtle.ConstantTimeCompare(d[:], e.internalHash[:]) != 1 {
 				return nil, ErrBadCredential
 			}
 		}
