@@ -244,12 +244,12 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 // exact names among its learn patterns, and the domains of its wildcard
 // learn patterns.
 func caNames(hosts []string, learn []hostport.Glob) (caHosts, domains []string) {
-	caHosts = hosts
+	caHosts = slices.Clip(hosts) // the first append copies; hosts is never written
 	for _, g := range learn {
 		if name, wildcard := g.Domain(); wildcard {
 			domains = append(domains, name)
 		} else {
-			caHosts = append(slices.Clone(caHosts), name)
+			caHosts = append(caHosts, name)
 		}
 	}
 	return caHosts, domains
