@@ -87,7 +87,7 @@ func (e *proxyConnectError) Error() string {
 	return fmt.Sprintf("the proxy refused CONNECT with status %d", e.status)
 }
 
-func (cc *clientCache) add(s *session.Session, proxySecret string) {
+func (cc *clientCache) add(s *session.Session, proxySecret string) *sessionClient {
 	c := &sessionClient{cc: cc, sess: s, secret: proxySecret}
 	cc.mu.Lock()
 	old := cc.m[s.ID]
@@ -96,6 +96,7 @@ func (cc *clientCache) add(s *session.Session, proxySecret string) {
 	if old != nil {
 		old.closeIdle()
 	}
+	return c
 }
 
 // newTransport is the transport of session s through the proxy.
@@ -247,8 +248,7 @@ func (s *Server) forward(c echo.Context, ob outbound) error {
 		// Created before a restart or through another replica: this
 		// process never saw its proxy secret, so it uses the registry's
 		// internal one.
-		s.clients.add(ob.sess, s.cfg.Sessions.InternalProxySecret(ob.sess.ID))
-		sc, _ = s.clients.get(ob.sess.ID)
+		sc = s.clients.add(ob.sess, s.cfg.Sessions.InternalProxySecret(ob.sess.ID))
 	}
 	transport, err := sc.roundTripper()
 	if err != nil {

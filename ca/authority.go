@@ -184,14 +184,20 @@ func Restore(cfg Config, certDER, keyDER []byte) (*Authority, error) {
 		return nil, fmt.Errorf("%s: the key does not belong to certificate %q", what, cert.Subject.CommonName)
 	}
 	a.key = key
-	a.certDER, a.rawSubject, a.skid = cert.Raw, cert.RawSubject, cert.SubjectKeyId
-	a.notBefore, a.notAfter = cert.NotBefore, cert.NotAfter
+	a.setRoot(cert)
 	if cfg.PreIssue {
 		if err := a.preIssue(); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 	}
 	return a, nil
+}
+
+// setRoot keeps of the root certificate what leaves need: its DER and the
+// fields taken from it.
+func (a *Authority) setRoot(cert *x509.Certificate) {
+	a.certDER, a.rawSubject, a.skid = cert.Raw, cert.RawSubject, cert.SubjectKeyId
+	a.notBefore, a.notAfter = cert.NotBefore, cert.NotAfter
 }
 
 // KeyDER returns the root's private key in PKCS#8 DER, for a caller that
@@ -275,8 +281,7 @@ func (a *Authority) createRoot(cfg Config) error {
 		return fmt.Errorf("signing root certificate: %w", err)
 	}
 	a.key = key
-	a.certDER, a.rawSubject, a.skid = cert.Raw, cert.RawSubject, cert.SubjectKeyId
-	a.notBefore, a.notAfter = cert.NotBefore, cert.NotAfter
+	a.setRoot(cert)
 	return nil
 }
 

@@ -119,13 +119,18 @@ func (s *Store) Start(h Header) error {
 		f.Close()
 		return fmt.Errorf("writing the learn record %s: %w", p, err)
 	}
+	s.hold(h.SessionID, f)
+	return nil
+}
+
+// hold makes f the open record of session id, closing the one held before.
+func (s *Store) hold(id string, f *os.File) {
 	s.mu.Lock()
-	if old := s.files[h.SessionID]; old != nil {
+	if old := s.files[id]; old != nil {
 		old.Close()
 	}
-	s.files[h.SessionID] = f
+	s.files[id] = f
 	s.mu.Unlock()
-	return nil
 }
 
 // Resume opens the record of a learn session that outlived a restart of
@@ -143,12 +148,7 @@ func (s *Store) Resume(h Header) error {
 	if err != nil {
 		return fmt.Errorf("opening the learn record %s: %w", p, err)
 	}
-	s.mu.Lock()
-	if old := s.files[h.SessionID]; old != nil {
-		old.Close()
-	}
-	s.files[h.SessionID] = f
-	s.mu.Unlock()
+	s.hold(h.SessionID, f)
 	return nil
 }
 

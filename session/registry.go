@@ -57,12 +57,15 @@ type RegistryConfig struct {
 type entry struct {
 	sess      *Session
 	proxyHash [sha256.Size]byte
-	apiHash   [sha256.Size]byte
-	ended     bool
-	endedAt   time.Time
-	notified  bool      // OnEnd has been called
-	due       time.Time // next sweep of this entry (sweep.go)
-	index     int       // position in Registry.due
+	// internalHash is the digest of InternalProxySecret(sess.ID), kept so
+	// AuthenticateProxy computes no HMAC per request.
+	internalHash [sha256.Size]byte
+	apiHash      [sha256.Size]byte
+	ended        bool
+	endedAt      time.Time
+	notified     bool      // OnEnd has been called
+	due          time.Time // next sweep of this entry (sweep.go)
+	index        int       // position in Registry.due
 }
 
 // Registry holds the daemon's sessions. It is safe for concurrent use.
@@ -241,12 +244,12 @@ func (r *Registry) Create(opts CreateOptions) (*Session, Secrets, error) {
 // exact names among its learn patterns, and the domains of its wildcard
 // learn patterns.
 func caNames(hosts []string, learn []hostport.Glob) (caHosts, domains []string) {
-	caHosts = hosts
+	caHosts = slices.Clip(hosts) // the first append copies; hosts is never written
 	for _, g := range learn {
 		if name, wildcard := g.Domain(); wildcard {
 			domains = append(domains, name)
 		} else {
-			caHosts = append(slices.Clone(caHosts), name)
+			caHosts = append(caHosts, name)
 		}
 	}
 	return caHosts, domains
@@ -266,8 +269,7 @@ func (r *Registry) AuthenticateProxy(id, secret string) (*Session, error) {
 			return nil, ErrUnknownSession
 		}
 		if subtle.ConstantTimeCompare(d[:], e.proxyHash[:]) != 1 {
-			internal := digest(r.InternalProxySecret(id))
-			if subtle.ConstantTimeCompare(d[:], internal[:]) != 1 {
+			if subtle.ConstantTimeCompare(d[:], e.internalHash[:]) != 1 {
 				return nil, ErrBadCredential
 			}
 		}

@@ -132,6 +132,7 @@ func (r *Registry) Run(ctx context.Context, interval time.Duration) {
 
 // addLocked registers e, due at its session's expiry.
 func (r *Registry) addLocked(e *entry) {
+	e.internalHash = digest(r.InternalProxySecret(e.sess.ID))
 	r.byID[e.sess.ID] = e
 	r.byAPI[e.apiHash] = e
 	e.due = e.sess.ExpiresAt
