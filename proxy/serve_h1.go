@@ -102,7 +102,7 @@ func (s *Server) serveH1(t *tunnel, tc *tunnelConn, fc *framedConn) {
 		cancel()
 		if !hijacked {
 			_ = fc.Close()
-			c.releaseBufs()
+			c.dropBufs(false)
 			c.unpark()
 		}
 	}()
@@ -201,16 +201,28 @@ func (c *h1ServerConn) acquireBufs() {
 // to its end, the writer flushed, pending sent. A hijacked connection's
 // buffers belong to the hijacker and are never released.
 func (c *h1ServerConn) releaseBufs() {
+	if c.dropBufs(false) {
+		c.parked = true
+		c.s.h1BufsReleased.Add(1)
+	}
+}
+
+// dropBufs returns c's buffers to h1BufPool, but for the reader when a
+// hijacker keeps it, and reports whether c held any.
+func (c *h1ServerConn) dropBufs(hijacked bool) bool {
 	b := c.bufs
 	if b == nil {
-		return
+		return false
 	}
 	c.bufs, c.br, c.bw, c.pending = nil, nil, nil, nil
-	b.br.Reset(nil)
+	if hijacked {
+		b.br = nil
+	} else {
+		b.br.Reset(nil)
+	}
 	b.bw.Reset(nil)
 	h1BufPool.Put(b)
-	c.parked = true
-	c.s.h1BufsReleased.Add(1)
+	return true
 }
 
 // unpark stops counting c in Server.h1BufsReleased.
@@ -827,10 +839,6 @@ func (w *h1Response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// with the connection's other buffers; a WebSocket relay writes to the
 	// connection itself, so it gets a small writer of its own.
 	br := c.br
-	b := c.bufs
-	c.bufs, c.br, c.bw, c.pending = nil, nil, nil, nil
-	b.br = nil
-	b.bw.Reset(nil)
-	h1BufPool.Put(b)
+	c.dropBufs(true)
 	return c.fc, bufio.NewReadWriter(br, bufio.NewWriterSize(c.fc, 64)), nil
 }
