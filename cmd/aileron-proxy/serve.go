@@ -88,15 +88,9 @@ back for memory.`,
 				return err
 			}
 			flags := cmd.Flags()
-			if flags.Changed("proxy-listen") {
-				merged.ProxyListen = cfg.ProxyListen
-			}
-			if flags.Changed("api-listen") {
-				merged.APIListen = cfg.APIListen
-			}
-			if flags.Changed("advertise-proxy-addr") {
-				merged.AdvertiseProxyAddr = cfg.AdvertiseProxyAddr
-			}
+			flagWins(flags, "proxy-listen", &merged.ProxyListen, cfg.ProxyListen)
+			flagWins(flags, "api-listen", &merged.APIListen, cfg.APIListen)
+			flagWins(flags, "advertise-proxy-addr", &merged.AdvertiseProxyAddr, cfg.AdvertiseProxyAddr)
 			if flags.Changed("resolve") {
 				m, err := daemon.ParseResolve(resolve)
 				if err != nil {
@@ -104,30 +98,16 @@ back for memory.`,
 				}
 				merged.Resolve = m
 			}
-			if flags.Changed("upstream-ca") {
-				merged.UpstreamCAFiles = cfg.UpstreamCAFiles
-			}
-			if flags.Changed("passthrough") {
-				merged.Passthrough = cfg.Passthrough
-			}
+			flagWins(flags, "upstream-ca", &merged.UpstreamCAFiles, cfg.UpstreamCAFiles)
+			flagWins(flags, "passthrough", &merged.Passthrough, cfg.Passthrough)
 			if err := upstreamProxyFlags(flags, cfg, &merged, upPwEnv, upPwFile, upPwExec); err != nil {
 				return err
 			}
-			if flags.Changed("approval-timeout") {
-				merged.ApprovalTimeout = cfg.ApprovalTimeout
-			}
-			if flags.Changed("state") {
-				merged.StateURL = cfg.StateURL
-			}
-			if flags.Changed("state-key-file") {
-				merged.StateKeyFile = cfg.StateKeyFile
-			}
-			if flags.Changed("replica") {
-				merged.Replica = cfg.Replica
-			}
-			if flags.Changed("shutdown-sandboxes") {
-				merged.ShutdownSandboxes = cfg.ShutdownSandboxes
-			}
+			flagWins(flags, "approval-timeout", &merged.ApprovalTimeout, cfg.ApprovalTimeout)
+			flagWins(flags, "state", &merged.StateURL, cfg.StateURL)
+			flagWins(flags, "state-key-file", &merged.StateKeyFile, cfg.StateKeyFile)
+			flagWins(flags, "replica", &merged.Replica, cfg.Replica)
+			flagWins(flags, "shutdown-sandboxes", &merged.ShutdownSandboxes, cfg.ShutdownSandboxes)
 			log, stopLog := a.jsonLogger()
 			defer stopLog()
 			d, err := daemon.New(merged, log)
@@ -159,17 +139,19 @@ back for memory.`,
 	return cmd
 }
 
+// flagWins sets *dst to v when the flag name was given: flags win over
+// the config file.
+func flagWins[T any](flags *pflag.FlagSet, name string, dst *T, v T) {
+	if flags.Changed(name) {
+		*dst = v
+	}
+}
+
 // upstreamProxyFlags merges the --upstream-proxy* flags into merged.
 func upstreamProxyFlags(flags *pflag.FlagSet, cfg daemon.Config, merged *daemon.Config, pwEnv, pwFile, pwExec string) error {
-	if flags.Changed("upstream-proxy") {
-		merged.UpstreamProxy = cfg.UpstreamProxy
-	}
-	if flags.Changed("upstream-no-proxy") {
-		merged.UpstreamNoProxy = cfg.UpstreamNoProxy
-	}
-	if flags.Changed("upstream-proxy-user") {
-		merged.UpstreamProxyUser = cfg.UpstreamProxyUser
-	}
+	flagWins(flags, "upstream-proxy", &merged.UpstreamProxy, cfg.UpstreamProxy)
+	flagWins(flags, "upstream-no-proxy", &merged.UpstreamNoProxy, cfg.UpstreamNoProxy)
+	flagWins(flags, "upstream-proxy-user", &merged.UpstreamProxyUser, cfg.UpstreamProxyUser)
 	var srcs []credentials.Source
 	if pwEnv != "" {
 		srcs = append(srcs, credentials.Source{Type: credentials.SourceEnv, Ref: pwEnv})

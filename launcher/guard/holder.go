@@ -91,23 +91,37 @@ func Start(ctx context.Context, rt runtime.Runtime, req Request) (g *Guard, stop
 	if err != nil {
 		return nil, stop, fmt.Errorf("starting the egress guard's holder container %s: %w; the agent was not started", req.Name, err)
 	}
-	apply := append(slices.Clone(guardHelperArgs), "apply")
-	for _, ap := range req.Allow {
-		apply = append(apply, "--allow", ap.String())
-	}
-	out.Reset()
-	var errb bytes.Buffer
-	code, err = rt.Exec(ctx, runtime.ExecRequest{Container: req.Name, Cmd: append([]string{BinaryPath}, apply...), Stdout: &out, Stderr: &errb})
-	if err == nil && code != 0 {
-		err = fmt.Errorf("exit status %d: %s", code, strings.TrimSpace(errb.String()))
-	}
+	applied, err := apply(ctx, rt, req.Name, req.Allow)
 	if err != nil {
 		return nil, stop, fmt.Errorf("installing the egress guard in %s: %w; the agent was not started (the runtime must grant CAP_NET_ADMIN to a container and the kernel must support nftables; see \"Egress guard\" in docs/launcher.md)", req.Name, err)
 	}
 	// apply verified, inside the namespace, that the kernel holds exactly
 	// the rules; what it printed is that read-back.
-	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	got := strings.Split(strings.TrimSpace(applied), "\n")
 	return &Guard{Container: req.Name, NetworkMode: "container:" + req.Name, Rules: got, Summary: Summary(req.Allow)}, stop, nil
+}
+
+// helperCmd is the guard helper's command line in a holder container:
+// sub is hold, apply or show.
+func helperCmd(sub string, args ...string) []string {
+	cmd := append([]string{BinaryPath}, guardHelperArgs...)
+	return append(append(cmd, sub), args...)
+}
+
+// apply runs the helper's apply in the holder container: it installs the
+// rules for allow, verifies them and prints what the kernel then holds
+// (returned).
+func apply(ctx context.Context, rt runtime.Runtime, holder string, allow []netip.AddrPort) (string, error) {
+	var args []string
+	for _, ap := range allow {
+		args = append(args, "--allow", ap.String())
+	}
+	var out, errb bytes.Buffer
+	code, err := rt.Exec(ctx, runtime.ExecRequest{Container: holder, Cmd: helperCmd("apply", args...), Stdout: &out, Stderr: &errb})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit status %d: %s", code, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), err
 }
 
 // EnvGuardBinary names a static aileron-proxy to run as the egress guard's

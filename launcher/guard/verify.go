@@ -25,7 +25,7 @@ func Verify(ctx context.Context, rt runtime.Runtime, holder string, allow []neti
 	}
 	want := rs.Lines()
 	var out, errb bytes.Buffer
-	code, err := rt.Exec(ctx, runtime.ExecRequest{Container: holder, Cmd: []string{BinaryPath, "internal", "guard", "show"}, Stdout: &out, Stderr: &errb})
+	code, err := rt.Exec(ctx, runtime.ExecRequest{Container: holder, Cmd: helperCmd("show"), Stdout: &out, Stderr: &errb})
 	if err != nil {
 		return false, fmt.Errorf("reading the egress guard in %s: %w", holder, err)
 	}
@@ -35,17 +35,7 @@ func Verify(ctx context.Context, rt runtime.Runtime, holder string, allow []neti
 	if runtime.ContainerStateOf(errb.String()).IsUnusable() {
 		return false, fmt.Errorf("reading the egress guard in %s: the holder container is gone or stopped", holder)
 	}
-	apply := []string{BinaryPath, "internal", "guard", "apply"}
-	for _, ap := range allow {
-		apply = append(apply, "--allow", ap.String())
-	}
-	out.Reset()
-	errb.Reset()
-	code, err = rt.Exec(ctx, runtime.ExecRequest{Container: holder, Cmd: apply, Stdout: &out, Stderr: &errb})
-	if err == nil && code != 0 {
-		err = fmt.Errorf("exit status %d: %s", code, runtime.LastLines(errb.String(), 3))
-	}
-	if err != nil {
+	if _, err := apply(ctx, rt, holder, allow); err != nil {
 		return true, fmt.Errorf("installing the egress guard again in %s: %w", holder, err)
 	}
 	return true, nil
